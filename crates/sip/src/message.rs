@@ -1,0 +1,803 @@
+//! The message view: one scan over the bytes locates every header and parses the few an
+//! admission decision needs (top Via branch, Call-ID, CSeq, Max-Forwards, Content-Length).
+//! Everything else is parsed on demand from the located spans, as Kamailio does, so a proxy
+//! that rejects or drops a message under overload has paid for one pass and one allocation.
+
+use bytes::Bytes;
+
+use crate::error::{ErrorKind, ParseError, Result};
+use crate::header::HeaderName;
+use crate::scan;
+
+/// Size limits applied while parsing. Exceeding one is a typed error, never a panic.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limits {
+    pub max_message_size: usize,
+    pub max_headers: usize,
+    pub max_line_length: usize,
+}
+
+impl Limits {
+    /// The largest UDP payload (RFC 768 length field).
+    pub const DATAGRAM: Limits = Limits {
+        max_message_size: 65_535,
+        max_headers: 256,
+        max_line_length: 8_192,
+    };
+    /// Default for stream transports: 64 KiB per message.
+    pub const STREAM: Limits = Limits {
+        max_message_size: 65_536,
+        max_headers: 256,
+        max_line_length: 8_192,
+    };
+}
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits::DATAGRAM
+    }
+}
+
+/// A byte range in the message buffer. u32 is enough: messages are capped far below 4 GiB.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Span {
+    pub(crate) start: u32,
+    pub(crate) end: u32,
+}
+
+impl Span {
+    fn new(start: usize, end: usize) -> Span {
+        Span {
+            start: start as u32,
+            end: end as u32,
+        }
+    }
+    pub(crate) fn range(self) -> std::ops::Range<usize> {
+        self.start as usize..self.end as usize
+    }
+}
+
+/// A SIP method. Methods are case-sensitive (RFC 3261 §7.1); unknown ones keep their text.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Method {
+    Invite,
+    Ack,
+    Bye,
+    Cancel,
+    Options,
+    Register,
+    Prack,
+    Subscribe,
+    Notify,
+    Publish,
+    Info,
+    Refer,
+    Message,
+    Update,
+    Extension(Bytes),
+}
+
+impl Method {
+    /// Classifies a method token; `None` if it is not a token.
+    pub fn from_token(token: &Bytes) -> Option<Method> {
+        Some(match &token[..] {
+            b"INVITE" => Method::Invite,
+            b"ACK" => Method::Ack,
+            b"BYE" => Method::Bye,
+            b"CANCEL" => Method::Cancel,
+            b"OPTIONS" => Method::Options,
+            b"REGISTER" => Method::Register,
+            b"PRACK" => Method::Prack,
+            b"SUBSCRIBE" => Method::Subscribe,
+            b"NOTIFY" => Method::Notify,
+            b"PUBLISH" => Method::Publish,
+            b"INFO" => Method::Info,
+            b"REFER" => Method::Refer,
+            b"MESSAGE" => Method::Message,
+            b"UPDATE" => Method::Update,
+            t if scan::is_token_str(t) => Method::Extension(token.clone()),
+            _ => return None,
+        })
+    }
+
+    pub fn as_str(&self) -> &str {
+        match self {
+            Method::Invite => "INVITE",
+            Method::Ack => "ACK",
+            Method::Bye => "BYE",
+            Method::Cancel => "CANCEL",
+            Method::Options => "OPTIONS",
+            Method::Register => "REGISTER",
+            Method::Prack => "PRACK",
+            Method::Subscribe => "SUBSCRIBE",
+            Method::Notify => "NOTIFY",
+            Method::Publish => "PUBLISH",
+            Method::Info => "INFO",
+            Method::Refer => "REFER",
+            Method::Message => "MESSAGE",
+            Method::Update => "UPDATE",
+            // Token characters are ASCII, so this never fails for a parsed method.
+            Method::Extension(t) => std::str::from_utf8(t).unwrap_or("?"),
+        }
+    }
+}
+
+impl std::fmt::Display for Method {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The CSeq header: sequence number and method.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CSeq {
+    pub seq: u32,
+    pub method: Method,
+}
+
+#[derive(Clone, Debug)]
+enum StartLine {
+    Request { method: Method, uri: Span },
+    Response { status: u16, reason: Span },
+}
+
+/// One located header field. `value` excludes surrounding white space; `line` covers the
+/// whole field, folded continuation lines and the final CRLF included, for verbatim copies.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct HeaderSpan {
+    pub(crate) name: HeaderName,
+    pub(crate) name_span: Span,
+    pub(crate) value: Span,
+    pub(crate) line: Span,
+}
+
+/// A parsed SIP message: a view into one immutable buffer.
+#[derive(Clone, Debug)]
+pub struct Message {
+    buf: Bytes,
+    start: StartLine,
+    /// Where the header section begins (after the start line), for serializers.
+    headers_start: u32,
+    pub(crate) headers: Vec<HeaderSpan>,
+    body: Span,
+    top_via: Option<usize>,
+    top_via_branch: Option<Span>,
+    call_id: Option<Span>,
+    cseq: Option<CSeq>,
+    max_forwards: Option<u32>,
+    content_length: Option<u32>,
+}
+
+/// A header as the application sees it.
+#[derive(Clone, Copy, Debug)]
+pub struct HeaderRef<'a> {
+    pub name: HeaderName,
+    /// The name as written (compact or long, any case).
+    pub raw_name: &'a [u8],
+    /// The value as written, without leading/trailing white space; may contain folded CRLFs.
+    pub value: &'a [u8],
+}
+
+impl Message {
+    /// Parses a datagram with the default limits.
+    pub fn parse(buf: Bytes) -> Result<Message> {
+        Message::parse_with(buf, &Limits::DATAGRAM)
+    }
+
+    /// Parses one complete message (a datagram, or one frame cut by [`crate::StreamFramer`]).
+    pub fn parse_with(buf: Bytes, limits: &Limits) -> Result<Message> {
+        if buf.len() > limits.max_message_size {
+            return Err(ParseError::new(
+                ErrorKind::MessageTooLarge {
+                    size: buf.len(),
+                    limit: limits.max_message_size,
+                },
+                limits.max_message_size,
+            ));
+        }
+        let b = &buf[..];
+        // RFC 3261 §7.5: CRLFs before the start line are ignored (keep-alives).
+        let mut pos = b.iter().position(|&c| c != b'\r' && c != b'\n').ok_or_else(|| {
+            ParseError::new(ErrorKind::Empty, 0)
+        })?;
+        let (line_end, next) = line_at(b, pos, limits)?;
+        let start = parse_start_line(&buf, pos, line_end)?;
+        pos = next;
+        let headers_start = pos as u32;
+
+        let mut msg = Message {
+            buf: buf.clone(),
+            start,
+            headers_start,
+            headers: Vec::with_capacity(24),
+            body: Span::default(),
+            top_via: None,
+            top_via_branch: None,
+            call_id: None,
+            cseq: None,
+            max_forwards: None,
+            content_length: None,
+        };
+
+        loop {
+            if pos >= b.len() {
+                return Err(ParseError::new(ErrorKind::Truncated, b.len()));
+            }
+            let (content_end, mut next) = line_at(b, pos, limits)?;
+            if content_end == pos {
+                pos = next;
+                break; // the empty line ending the header section
+            }
+            if matches!(b[pos], b' ' | b'\t') {
+                // A continuation line with no header to continue.
+                return Err(ParseError::new(ErrorKind::BadHeaderName, pos));
+            }
+            let Some(colon) = memchr::memchr(b':', &b[pos..content_end]).map(|c| c + pos) else {
+                return Err(ParseError::new(ErrorKind::BadHeaderName, pos));
+            };
+            let mut name_end = colon;
+            while name_end > pos && matches!(b[name_end - 1], b' ' | b'\t') {
+                name_end -= 1;
+            }
+            let name_bytes = &b[pos..name_end];
+            if !scan::is_token_str(name_bytes) {
+                return Err(ParseError::new(ErrorKind::BadHeaderName, pos));
+            }
+            // Line folding (RFC 3261 §7.3.1): lines starting with SP/HT continue this field.
+            let mut value_end = content_end;
+            while next < b.len() && matches!(b[next], b' ' | b'\t') {
+                let (ce, nn) = line_at(b, next, limits)?;
+                value_end = ce;
+                next = nn;
+            }
+            let raw_value = &b[colon + 1..value_end];
+            let lead = raw_value.iter().take_while(|&&c| scan::is_lws(c)).count();
+            let trail = raw_value[lead..]
+                .iter()
+                .rev()
+                .take_while(|&&c| scan::is_lws(c))
+                .count();
+            let value = Span::new(colon + 1 + lead, value_end - trail);
+            if msg.headers.len() == limits.max_headers {
+                return Err(ParseError::new(
+                    ErrorKind::TooManyHeaders {
+                        limit: limits.max_headers,
+                    },
+                    pos,
+                ));
+            }
+            let name = HeaderName::from_bytes(name_bytes);
+            let index = msg.headers.len();
+            msg.headers.push(HeaderSpan {
+                name,
+                name_span: Span::new(pos, name_end),
+                value,
+                line: Span::new(pos, next),
+            });
+            msg.admit_header(name, index, value)?;
+            pos = next;
+        }
+
+        let available = b.len() - pos;
+        let body_len = match msg.content_length {
+            Some(declared) => {
+                let declared = declared as usize;
+                if declared > available {
+                    return Err(ParseError::new(
+                        ErrorKind::BodyTooShort {
+                            declared,
+                            available,
+                        },
+                        pos,
+                    ));
+                }
+                // Extra bytes after the declared body are ignored (RFC 3261 §18.3).
+                declared
+            }
+            None => available,
+        };
+        msg.body = Span::new(pos, pos + body_len);
+        Ok(msg)
+    }
+
+    /// Parses an admission header as it is located. Only the first Via, Call-ID and CSeq are
+    /// taken here; a repeated Content-Length or Max-Forwards with another value is an error,
+    /// because disagreeing framing headers are how messages get smuggled.
+    fn admit_header(&mut self, name: HeaderName, index: usize, value: Span) -> Result<()> {
+        let v = &self.buf[value.range()];
+        let at = value.start as usize;
+        match name {
+            HeaderName::Via if self.top_via.is_none() => {
+                self.top_via = Some(index);
+                self.top_via_branch = top_via_branch(v).map_err(|()| {
+                    ParseError::new(ErrorKind::BadHeaderValue { header: "Via" }, at)
+                })?;
+                if let Some(span) = &mut self.top_via_branch {
+                    span.start += value.start;
+                    span.end += value.start;
+                }
+            }
+            HeaderName::CallId if self.call_id.is_none() => {
+                if v.is_empty() || v.iter().any(|&c| scan::is_lws(c)) {
+                    return Err(ParseError::new(
+                        ErrorKind::BadHeaderValue { header: "Call-ID" },
+                        at,
+                    ));
+                }
+                self.call_id = Some(value);
+            }
+            HeaderName::CSeq if self.cseq.is_none() => {
+                self.cseq = Some(parse_cseq(&self.buf, value)?);
+            }
+            HeaderName::MaxForwards => {
+                let n = scan::parse_u32(v).ok_or_else(|| {
+                    ParseError::new(ErrorKind::BadNumber { header: "Max-Forwards" }, at)
+                })?;
+                if self.max_forwards.is_some_and(|old| old != n) {
+                    return Err(ParseError::new(
+                        ErrorKind::ConflictingHeader { header: "Max-Forwards" },
+                        at,
+                    ));
+                }
+                self.max_forwards = Some(n);
+            }
+            HeaderName::ContentLength => {
+                let n = scan::parse_u32(v).ok_or_else(|| {
+                    ParseError::new(ErrorKind::BadNumber { header: "Content-Length" }, at)
+                })?;
+                if self.content_length.is_some_and(|old| old != n) {
+                    return Err(ParseError::new(
+                        ErrorKind::ConflictingHeader { header: "Content-Length" },
+                        at,
+                    ));
+                }
+                self.content_length = Some(n);
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    // ---- admission fields: free after parse ----
+
+    pub fn is_request(&self) -> bool {
+        matches!(self.start, StartLine::Request { .. })
+    }
+
+    pub fn is_response(&self) -> bool {
+        !self.is_request()
+    }
+
+    /// The request method, or `None` for a response.
+    pub fn method(&self) -> Option<&Method> {
+        match &self.start {
+            StartLine::Request { method, .. } => Some(method),
+            StartLine::Response { .. } => None,
+        }
+    }
+
+    /// The status code, or `None` for a request.
+    pub fn status(&self) -> Option<u16> {
+        match self.start {
+            StartLine::Response { status, .. } => Some(status),
+            StartLine::Request { .. } => None,
+        }
+    }
+
+    /// The reason phrase of a response.
+    pub fn reason(&self) -> Option<&[u8]> {
+        match self.start {
+            StartLine::Response { reason, .. } => Some(&self.buf[reason.range()]),
+            StartLine::Request { .. } => None,
+        }
+    }
+
+    /// The Request-URI as written.
+    pub fn request_uri_raw(&self) -> Option<&[u8]> {
+        match self.start {
+            StartLine::Request { uri, .. } => Some(&self.buf[uri.range()]),
+            StartLine::Response { .. } => None,
+        }
+    }
+
+    /// The `branch` parameter of the topmost Via, as written.
+    pub fn top_via_branch(&self) -> Option<&[u8]> {
+        self.top_via_branch.map(|s| &self.buf[s.range()])
+    }
+
+    /// The branch as a `Bytes` slice sharing the message buffer (no copy).
+    pub fn top_via_branch_bytes(&self) -> Option<Bytes> {
+        self.top_via_branch.map(|s| self.buf.slice(s.range()))
+    }
+
+    pub fn call_id(&self) -> Option<&[u8]> {
+        self.call_id.map(|s| &self.buf[s.range()])
+    }
+
+    pub fn cseq(&self) -> Option<&CSeq> {
+        self.cseq.as_ref()
+    }
+
+    pub fn max_forwards(&self) -> Option<u32> {
+        self.max_forwards
+    }
+
+    pub fn content_length(&self) -> Option<u32> {
+        self.content_length
+    }
+
+    // ---- the rest: located, parsed on demand ----
+
+    /// The whole buffer the message was parsed from.
+    pub fn as_bytes(&self) -> &Bytes {
+        &self.buf
+    }
+
+    /// The message body (exactly Content-Length bytes when that header is present).
+    pub fn body(&self) -> &[u8] {
+        &self.buf[self.body.range()]
+    }
+
+    /// The bytes of the message proper: start line to end of body, without trailing bytes.
+    pub fn wire(&self) -> Bytes {
+        self.buf.slice(..self.body.end as usize)
+    }
+
+    pub fn header_count(&self) -> usize {
+        self.headers.len()
+    }
+
+    /// All header fields in order.
+    pub fn headers(&self) -> impl Iterator<Item = HeaderRef<'_>> + '_ {
+        self.headers.iter().map(|h| self.header_ref(h))
+    }
+
+    /// The first header with this name.
+    pub fn header(&self, name: HeaderName) -> Option<&[u8]> {
+        self.headers
+            .iter()
+            .find(|h| h.name == name)
+            .map(|h| &self.buf[h.value.range()])
+    }
+
+    /// The first header whose name matches `raw` case-insensitively (for headers without an id).
+    pub fn header_by_name(&self, raw: &str) -> Option<&[u8]> {
+        let id = HeaderName::from_bytes(raw.as_bytes());
+        if id != HeaderName::Other {
+            return self.header(id);
+        }
+        self.headers
+            .iter()
+            .find(|h| {
+                h.name == HeaderName::Other
+                    && self.buf[h.name_span.range()].eq_ignore_ascii_case(raw.as_bytes())
+            })
+            .map(|h| &self.buf[h.value.range()])
+    }
+
+    /// Every value of a header, split at commas for list headers (RFC 3261 §7.3.1), in order.
+    pub fn header_values(&self, name: HeaderName) -> HeaderValues<'_> {
+        HeaderValues {
+            msg: self,
+            name,
+            next_header: 0,
+            current: None,
+        }
+    }
+
+    fn header_ref<'a>(&'a self, h: &HeaderSpan) -> HeaderRef<'a> {
+        HeaderRef {
+            name: h.name,
+            raw_name: &self.buf[h.name_span.range()],
+            value: &self.buf[h.value.range()],
+        }
+    }
+
+    /// Offset of a sub-slice of this message's buffer, for error positions in lazy parsers.
+    pub(crate) fn offset_of(&self, part: &[u8]) -> usize {
+        (part.as_ptr() as usize).saturating_sub(self.buf.as_ptr() as usize)
+    }
+
+    pub(crate) fn headers_start(&self) -> usize {
+        self.headers_start as usize
+    }
+
+    pub(crate) fn body_span(&self) -> Span {
+        self.body
+    }
+
+    pub(crate) fn top_via_index(&self) -> Option<usize> {
+        self.top_via
+    }
+
+    pub(crate) fn start_line_bytes(&self) -> &[u8] {
+        let first_non_crlf = self
+            .buf
+            .iter()
+            .position(|&c| c != b'\r' && c != b'\n')
+            .unwrap_or(0);
+        &self.buf[first_non_crlf..self.headers_start as usize]
+    }
+}
+
+/// Iterator over the comma-separated values of one header name across all its lines.
+pub struct HeaderValues<'a> {
+    msg: &'a Message,
+    name: HeaderName,
+    next_header: usize,
+    current: Option<scan::ListIter<'a>>,
+}
+
+impl std::fmt::Debug for HeaderValues<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HeaderValues").field("name", &self.name).finish_non_exhaustive()
+    }
+}
+
+impl<'a> Iterator for HeaderValues<'a> {
+    /// A value, or an error with its offset if a quoted string is unterminated.
+    type Item = Result<&'a [u8]>;
+    fn next(&mut self) -> Option<Self::Item> {
+        loop {
+            if let Some(list) = &mut self.current {
+                match list.next() {
+                    Some(Ok(v)) => return Some(Ok(v)),
+                    Some(Err(at)) => {
+                        self.current = None;
+                        return Some(Err(ParseError::new(
+                            ErrorKind::UnterminatedQuote,
+                            self.msg.offset_of(at),
+                        )));
+                    }
+                    None => self.current = None,
+                }
+            }
+            let index = self.next_header
+                + self.msg.headers[self.next_header..]
+                    .iter()
+                    .position(|h| h.name == self.name)?;
+            self.next_header = index + 1;
+            let value = &self.msg.buf[self.msg.headers[index].value.range()];
+            if self.name.is_list() {
+                self.current = Some(scan::split_list(value));
+            } else {
+                return Some(Ok(value));
+            }
+        }
+    }
+}
+
+/// Finds the end of the line starting at `pos`: returns (end of content, start of next line).
+/// Accepts a bare LF as well as CRLF, as robust SIP stacks do.
+fn line_at(b: &[u8], pos: usize, limits: &Limits) -> Result<(usize, usize)> {
+    let window_end = b.len().min(pos + limits.max_line_length + 2);
+    match memchr::memchr(b'\n', &b[pos..window_end]) {
+        Some(i) => {
+            let lf = pos + i;
+            let content_end = if lf > pos && b[lf - 1] == b'\r' { lf - 1 } else { lf };
+            if content_end - pos > limits.max_line_length {
+                return Err(ParseError::new(
+                    ErrorKind::LineTooLong {
+                        limit: limits.max_line_length,
+                    },
+                    pos,
+                ));
+            }
+            Ok((content_end, lf + 1))
+        }
+        None if window_end < b.len() => Err(ParseError::new(
+            ErrorKind::LineTooLong {
+                limit: limits.max_line_length,
+            },
+            pos,
+        )),
+        None => Err(ParseError::new(ErrorKind::Truncated, b.len())),
+    }
+}
+
+fn parse_start_line(buf: &Bytes, start: usize, end: usize) -> Result<StartLine> {
+    let line = &buf[start..end];
+    let bad = |kind, off: usize| ParseError::new(kind, start + off);
+    if line.len() >= 4 && line[..4].eq_ignore_ascii_case(b"SIP/") {
+        // Status-Line = SIP-Version SP Status-Code SP Reason-Phrase
+        let sp = memchr::memchr(b' ', line).ok_or_else(|| bad(ErrorKind::BadStartLine, 0))?;
+        if !line[..sp].eq_ignore_ascii_case(b"SIP/2.0") {
+            return Err(bad(ErrorKind::UnsupportedVersion, 0));
+        }
+        let code = line.get(sp + 1..sp + 4).ok_or_else(|| bad(ErrorKind::BadStatusCode, sp + 1))?;
+        let status = scan::parse_u32(code)
+            .filter(|c| (100..=699).contains(c))
+            .ok_or_else(|| bad(ErrorKind::BadStatusCode, sp + 1))? as u16;
+        let reason_start = match line.get(sp + 4) {
+            None => sp + 4,
+            Some(b' ') => sp + 5,
+            Some(_) => return Err(bad(ErrorKind::BadStatusCode, sp + 1)),
+        };
+        return Ok(StartLine::Response {
+            status,
+            reason: Span::new(start + reason_start, end),
+        });
+    }
+    // Request-Line = Method SP Request-URI SP SIP-Version; exactly two single spaces.
+    let sp1 = memchr::memchr(b' ', line).ok_or_else(|| bad(ErrorKind::BadStartLine, 0))?;
+    let sp2 = memchr::memrchr(b' ', line).unwrap_or(sp1);
+    if sp2 == sp1 {
+        return Err(bad(ErrorKind::BadStartLine, sp1));
+    }
+    let method_tok = buf.slice(start..start + sp1);
+    let method = Method::from_token(&method_tok).ok_or_else(|| bad(ErrorKind::BadMethod, 0))?;
+    let version = &line[sp2 + 1..];
+    if !(version.len() > 4 && version[..4].eq_ignore_ascii_case(b"SIP/")) {
+        return Err(bad(ErrorKind::BadStartLine, sp2 + 1));
+    }
+    if !version.eq_ignore_ascii_case(b"SIP/2.0") {
+        return Err(bad(ErrorKind::UnsupportedVersion, sp2 + 1));
+    }
+    let uri = &line[sp1 + 1..sp2];
+    // White space inside the Request-URI must be escaped (RFC 3261 §25.1).
+    if uri.is_empty() || uri.iter().any(|&c| c <= b' ' || c == 0x7f) {
+        return Err(bad(ErrorKind::BadUri, sp1 + 1));
+    }
+    Ok(StartLine::Request {
+        method,
+        uri: Span::new(start + sp1 + 1, start + sp2),
+    })
+}
+
+fn parse_cseq(buf: &Bytes, value: Span) -> Result<CSeq> {
+    let v = &buf[value.range()];
+    let bad = || ParseError::new(ErrorKind::BadHeaderValue { header: "CSeq" }, value.start as usize);
+    let digits = v.iter().take_while(|c| c.is_ascii_digit()).count();
+    let seq = scan::parse_u32(&v[..digits])
+        .ok_or_else(|| ParseError::new(ErrorKind::BadNumber { header: "CSeq" }, value.start as usize))?;
+    let ws = v[digits..].iter().take_while(|&&c| scan::is_lws(c)).count();
+    if ws == 0 {
+        return Err(bad());
+    }
+    let m_start = value.start as usize + digits + ws;
+    let method = Method::from_token(&buf.slice(m_start..value.end as usize)).ok_or_else(bad)?;
+    Ok(CSeq { seq, method })
+}
+
+/// The branch of the first value of a Via header, without allocating: the one Via fact the
+/// admission path needs. Returns the span relative to `v`.
+fn top_via_branch(v: &[u8]) -> std::result::Result<Option<Span>, ()> {
+    let first_end = scan::find_unquoted(v, b',')?.unwrap_or(v.len());
+    let first = &v[..first_end];
+    let Some(semi) = memchr::memchr(b';', first) else {
+        return Ok(None);
+    };
+    for p in scan::params(&first[semi..]) {
+        let p = p?;
+        if p.name.eq_ignore_ascii_case(b"branch") {
+            let Some(value) = p.value else {
+                return Err(());
+            };
+            let start = value.as_ptr() as usize - v.as_ptr() as usize;
+            return Ok(Some(Span::new(start, start + value.len())));
+        }
+    }
+    Ok(None)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const INVITE: &str = "INVITE sip:bob@biloxi.example.com SIP/2.0\r\n\
+Via: SIP/2.0/UDP pc33.atlanta.example.com;branch=z9hG4bK776asdhds, SIP/2.0/UDP other;branch=z9hG4bKx\r\n\
+Max-Forwards: 70\r\n\
+To: Bob <sip:bob@biloxi.example.com>\r\n\
+From: Alice <sip:alice@atlanta.example.com>;tag=1928301774\r\n\
+Call-ID: a84b4c76e66710@pc33.atlanta.example.com\r\n\
+CSeq: 314159 INVITE\r\n\
+Contact: <sip:alice@pc33.atlanta.example.com>\r\n\
+Content-Type: application/sdp\r\n\
+Content-Length: 4\r\n\
+\r\n\
+v=0\n";
+
+    #[test]
+    fn admission_fields_come_from_one_scan() {
+        let m = Message::parse(Bytes::from_static(INVITE.as_bytes())).unwrap();
+        assert_eq!(m.method(), Some(&Method::Invite));
+        assert_eq!(m.request_uri_raw(), Some(&b"sip:bob@biloxi.example.com"[..]));
+        assert_eq!(m.top_via_branch(), Some(&b"z9hG4bK776asdhds"[..]));
+        assert_eq!(m.call_id(), Some(&b"a84b4c76e66710@pc33.atlanta.example.com"[..]));
+        assert_eq!(
+            m.cseq(),
+            Some(&CSeq {
+                seq: 314_159,
+                method: Method::Invite
+            })
+        );
+        assert_eq!(m.max_forwards(), Some(70));
+        assert_eq!(m.content_length(), Some(4));
+        assert_eq!(m.body(), b"v=0\n");
+        assert_eq!(m.header_count(), 9);
+    }
+
+    #[test]
+    fn list_values_span_lines_and_commas() {
+        let m = Message::parse(Bytes::from_static(INVITE.as_bytes())).unwrap();
+        let vias: Vec<_> = m.header_values(HeaderName::Via).map(Result::unwrap).collect();
+        assert_eq!(vias.len(), 2);
+        assert_eq!(vias[1], b"SIP/2.0/UDP other;branch=z9hG4bKx");
+    }
+
+    #[test]
+    fn folded_lines_join_one_value() {
+        let raw = "OPTIONS sip:x SIP/2.0\r\nSubject: a\r\n  b\r\nv: SIP/2.0/UDP h\r\n\t;branch=z9hG4bKf\r\n\r\n";
+        let m = Message::parse(Bytes::from(raw)).unwrap();
+        assert_eq!(m.header(HeaderName::Subject), Some(&b"a\r\n  b"[..]));
+        assert_eq!(m.top_via_branch(), Some(&b"z9hG4bKf"[..]));
+    }
+
+    #[test]
+    fn responses_parse_status_and_reason() {
+        let raw = "SIP/2.0 503 Service Unavailable\r\nVia: SIP/2.0/UDP h;branch=z9hG4bK1\r\nCSeq: 1 INVITE\r\nContent-Length: 0\r\n\r\n";
+        let m = Message::parse(Bytes::from(raw)).unwrap();
+        assert_eq!(m.status(), Some(503));
+        assert_eq!(m.reason(), Some(&b"Service Unavailable"[..]));
+    }
+
+    #[test]
+    fn errors_name_what_and_where() {
+        let raw = "INVITE sip:x SIP/2.0\r\nCSeq: x INVITE\r\n\r\n";
+        let e = Message::parse(Bytes::from(raw)).unwrap_err();
+        assert_eq!(e.kind, ErrorKind::BadNumber { header: "CSeq" });
+        assert_eq!(e.offset, 28);
+        assert_eq!(e.line_col(raw.as_bytes()), (2, 7));
+
+        let e = Message::parse(Bytes::from("INVITE sip:x SIP/2.0\r\nTo: a\r\n")).unwrap_err();
+        assert_eq!(e.kind, ErrorKind::Truncated);
+
+        let e = Message::parse(Bytes::from("INVITE sip:x SIP/3.0\r\n\r\n")).unwrap_err();
+        assert_eq!(e.kind, ErrorKind::UnsupportedVersion);
+    }
+
+    #[test]
+    fn limits_are_enforced() {
+        let limits = Limits {
+            max_message_size: 100,
+            max_headers: 2,
+            max_line_length: 30,
+        };
+        let many = "OPTIONS sip:x SIP/2.0\r\na: 1\r\nb: 2\r\nc: 3\r\n\r\n";
+        let e = Message::parse_with(Bytes::from(many), &limits).unwrap_err();
+        assert_eq!(e.kind, ErrorKind::TooManyHeaders { limit: 2 });
+        let long = format!("OPTIONS sip:x SIP/2.0\r\nSubject: {}\r\n\r\n", "x".repeat(40));
+        let e = Message::parse_with(Bytes::from(long), &limits).unwrap_err();
+        assert_eq!(e.kind, ErrorKind::LineTooLong { limit: 30 });
+        let e = Message::parse_with(Bytes::from(vec![b'a'; 101]), &limits).unwrap_err();
+        assert!(matches!(e.kind, ErrorKind::MessageTooLarge { size: 101, .. }));
+    }
+
+    #[test]
+    fn body_shorter_than_content_length_is_rejected_and_extra_bytes_ignored() {
+        let short = "OPTIONS sip:x SIP/2.0\r\nContent-Length: 10\r\n\r\nabc";
+        let e = Message::parse(Bytes::from(short)).unwrap_err();
+        assert_eq!(
+            e.kind,
+            ErrorKind::BodyTooShort {
+                declared: 10,
+                available: 3
+            }
+        );
+        let long = "OPTIONS sip:x SIP/2.0\r\nl: 2\r\n\r\nabcdef";
+        let m = Message::parse(Bytes::from(long)).unwrap();
+        assert_eq!(m.body(), b"ab");
+    }
+
+    #[test]
+    fn conflicting_content_length_is_rejected() {
+        let raw = "OPTIONS sip:x SIP/2.0\r\nContent-Length: 0\r\nl: 3\r\n\r\nabc";
+        let e = Message::parse(Bytes::from(raw)).unwrap_err();
+        assert_eq!(
+            e.kind,
+            ErrorKind::ConflictingHeader {
+                header: "Content-Length"
+            }
+        );
+    }
+}

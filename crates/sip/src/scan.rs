@@ -1,0 +1,273 @@
+//! Byte-level grammar helpers shared by the header parsers (RFC 3261 §25.1).
+
+/// `token` characters of RFC 3261 §25.1.
+pub(crate) const fn is_token(b: u8) -> bool {
+    matches!(b,
+        b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9'
+        | b'-' | b'.' | b'!' | b'%' | b'*' | b'_' | b'+' | b'`' | b'\'' | b'~')
+}
+
+/// Linear white space, including the CR LF of a folded line.
+pub(crate) const fn is_lws(b: u8) -> bool {
+    matches!(b, b' ' | b'\t' | b'\r' | b'\n')
+}
+
+pub(crate) fn trim(s: &[u8]) -> &[u8] {
+    let start = s.iter().position(|&b| !is_lws(b)).unwrap_or(s.len());
+    let end = s.iter().rposition(|&b| !is_lws(b)).map_or(start, |p| p + 1);
+    &s[start..end]
+}
+
+pub(crate) fn trim_start(s: &[u8]) -> &[u8] {
+    &s[s.iter().position(|&b| !is_lws(b)).unwrap_or(s.len())..]
+}
+
+pub(crate) fn is_token_str(s: &[u8]) -> bool {
+    !s.is_empty() && s.iter().all(|&b| is_token(b))
+}
+
+/// Parses 1*DIGIT into a u32; `None` for empty, non-digits or overflow.
+pub(crate) fn parse_u32(s: &[u8]) -> Option<u32> {
+    if s.is_empty() || s.len() > 10 {
+        return None;
+    }
+    let mut n: u64 = 0;
+    for &b in s {
+        if !b.is_ascii_digit() {
+            return None;
+        }
+        n = n * 10 + u64::from(b - b'0');
+    }
+    u32::try_from(n).ok()
+}
+
+/// Length of the quoted string that starts at `s[0] == b'"'`, closing quote included,
+/// honouring backslash escapes (`quoted-pair`). `None` if it is not terminated.
+pub(crate) fn quoted_len(s: &[u8]) -> Option<usize> {
+    debug_assert_eq!(s.first(), Some(&b'"'));
+    let mut i = 1;
+    while i < s.len() {
+        match s[i] {
+            b'\\' => i += 2,
+            b'"' => return Some(i + 1),
+            _ => i += 1,
+        }
+    }
+    None
+}
+
+/// Removes the quotes and escapes of a quoted string; returns other text unchanged.
+pub fn unquote(s: &[u8]) -> std::borrow::Cow<'_, [u8]> {
+    if s.len() >= 2 && s[0] == b'"' && s[s.len() - 1] == b'"' {
+        let inner = &s[1..s.len() - 1];
+        if !inner.contains(&b'\\') {
+            return std::borrow::Cow::Borrowed(inner);
+        }
+        let mut out = Vec::with_capacity(inner.len());
+        let mut it = inner.iter();
+        while let Some(&b) = it.next() {
+            if b == b'\\' {
+                if let Some(&next) = it.next() {
+                    out.push(next);
+                }
+            } else {
+                out.push(b);
+            }
+        }
+        std::borrow::Cow::Owned(out)
+    } else {
+        std::borrow::Cow::Borrowed(s)
+    }
+}
+
+/// Index of the first `needle` outside quoted strings and `<...>`, or `None`.
+/// Errors (as `Err(())`) on an unterminated quoted string.
+pub(crate) fn find_unquoted(s: &[u8], needle: u8) -> Result<Option<usize>, ()> {
+    let mut i = 0;
+    let mut in_angle = false;
+    while i < s.len() {
+        let b = s[i];
+        if b == b'"' {
+            i += quoted_len(&s[i..]).ok_or(())?;
+            continue;
+        }
+        if b == b'<' {
+            in_angle = true;
+        } else if b == b'>' {
+            in_angle = false;
+        } else if b == needle && !in_angle {
+            return Ok(Some(i));
+        }
+        i += 1;
+    }
+    Ok(None)
+}
+
+/// Splits a list header's value at top-level commas (not inside quotes or `<>`).
+/// Empty elements (e.g. from `a,,b`) are skipped, as RFC 3261 §7.3.1 allows.
+pub(crate) fn split_list(s: &[u8]) -> ListIter<'_> {
+    ListIter { rest: Some(s) }
+}
+
+pub(crate) struct ListIter<'a> {
+    rest: Option<&'a [u8]>,
+}
+
+impl<'a> Iterator for ListIter<'a> {
+    /// An element, or on an unterminated quote the text from where the bad element starts.
+    type Item = Result<&'a [u8], &'a [u8]>;
+    fn next(&mut self) -> Option<Self::Item> {
+        loop {
+            let rest = self.rest?;
+            let (item, next) = match find_unquoted(rest, b',') {
+                Err(()) => {
+                    self.rest = None;
+                    return Some(Err(rest));
+                }
+                Ok(Some(i)) => (&rest[..i], Some(&rest[i + 1..])),
+                Ok(None) => (rest, None),
+            };
+            self.rest = next;
+            let item = trim(item);
+            if !item.is_empty() {
+                return Some(Ok(item));
+            }
+        }
+    }
+}
+
+/// One `;name[=value]` parameter. The value is raw: quoted strings keep their quotes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Param<'a> {
+    pub name: &'a [u8],
+    pub value: Option<&'a [u8]>,
+}
+
+impl Param<'_> {
+    pub fn name_str(&self) -> &str {
+        std::str::from_utf8(self.name).unwrap_or("")
+    }
+    /// The value with quotes and escapes removed.
+    pub fn unquoted(&self) -> Option<std::borrow::Cow<'_, [u8]>> {
+        self.value.map(unquote)
+    }
+}
+
+/// Iterates `*( SEMI name [EQUAL value] )`; `s` starts at the first `;` (or is empty).
+/// Whitespace around `;` and `=` is allowed (SEMI and EQUAL include SWS). Yields `Err(())`
+/// once, then stops, on malformed input. Allocation-free, so the admission path can use it.
+pub(crate) fn params(s: &[u8]) -> ParamIter<'_> {
+    ParamIter { rest: s }
+}
+
+pub(crate) struct ParamIter<'a> {
+    rest: &'a [u8],
+}
+
+impl<'a> Iterator for ParamIter<'a> {
+    type Item = Result<Param<'a>, ()>;
+    fn next(&mut self) -> Option<Self::Item> {
+        let s = trim_start(self.rest);
+        if s.is_empty() {
+            return None;
+        }
+        let r = next_param(s);
+        match r {
+            Ok((param, rest)) => {
+                self.rest = rest;
+                Some(Ok(param))
+            }
+            Err(()) => {
+                self.rest = &[];
+                Some(Err(()))
+            }
+        }
+    }
+}
+
+fn next_param(s: &[u8]) -> Result<(Param<'_>, &[u8]), ()> {
+    if s[0] != b';' {
+        return Err(());
+    }
+    let s = trim_start(&s[1..]);
+    let name_end = s.iter().position(|&b| !is_param_char(b)).unwrap_or(s.len());
+    if name_end == 0 {
+        return Err(());
+    }
+    let name = &s[..name_end];
+    let after_name = trim_start(&s[name_end..]);
+    if after_name.first() != Some(&b'=') {
+        return Ok((Param { name, value: None }, &s[name_end..]));
+    }
+    let v = trim_start(&after_name[1..]);
+    let len = match v.first() {
+        Some(b'"') => quoted_len(v).ok_or(())?,
+        // An IPv6 reference, e.g. `received=[2001:db8::9:1]` (RFC 5118 §4.5).
+        Some(b'[') => v.iter().position(|&b| b == b']').ok_or(())? + 1,
+        _ => v.iter().position(|&b| !is_param_char(b)).unwrap_or(v.len()),
+    };
+    if len == 0 {
+        return Err(());
+    }
+    Ok((
+        Param {
+            name,
+            value: Some(&v[..len]),
+        },
+        &v[len..],
+    ))
+}
+
+/// Collects all parameters, failing on the first malformed one.
+pub(crate) fn parse_params(s: &[u8]) -> Result<Vec<Param<'_>>, ()> {
+    params(s).collect()
+}
+
+/// Characters of a parameter name or unquoted value: token, plus what hosts, IPv6 addresses
+/// and URI parameters (`paramchar` with escapes, `[]/:&+$`) bring.
+const fn is_param_char(b: u8) -> bool {
+    is_token(b) || matches!(b, b':' | b'[' | b']' | b'/' | b'&' | b'$' | b'@' | b'?')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn list_split_respects_quotes_and_angles() {
+        let items: Vec<_> = split_list(br#""a,b" <sip:x;p=1,2>, <sip:y> ,, z"#)
+            .map(Result::unwrap)
+            .collect();
+        assert_eq!(
+            items,
+            vec![&br#""a,b" <sip:x;p=1,2>"#[..], b"<sip:y>", b"z"]
+        );
+        assert!(split_list(br#""open, <x>"#).any(|r| r.is_err()));
+    }
+
+    #[test]
+    fn params_allow_whitespace_and_quoted_values() {
+        let p = parse_params(br#" ; branch = z9hG4bK1 ;rport; oc-algo="loss,A" ;received=[::1]"#)
+            .unwrap();
+        assert_eq!(p.len(), 4);
+        assert_eq!(p[0].name, b"branch");
+        assert_eq!(p[0].value, Some(&b"z9hG4bK1"[..]));
+        assert_eq!(p[1].value, None);
+        assert_eq!(&*p[2].unquoted().unwrap(), b"loss,A");
+        assert_eq!(p[3].value, Some(&b"[::1]"[..]));
+    }
+
+    #[test]
+    fn unquote_handles_escapes() {
+        assert_eq!(&*unquote(br#""a\"b\\c""#), br#"a"b\c"#);
+        assert_eq!(&*unquote(b"plain"), b"plain");
+    }
+
+    #[test]
+    fn numbers_reject_overflow_and_non_digits() {
+        assert_eq!(parse_u32(b"4294967295"), Some(u32::MAX));
+        assert_eq!(parse_u32(b"4294967296"), None);
+        assert_eq!(parse_u32(b"12a"), None);
+        assert_eq!(parse_u32(b""), None);
+    }
+}
