@@ -19,3 +19,12 @@ pub use error::{ErrorKind, ParseError, Result};
 pub use header::HeaderName;
 pub use message::{CSeq, HeaderRef, HeaderValues, Limits, Message, Method};
 pub use scan::{unquote, Param};
+mod uri;
+mod via;
+
+pub use uri::{Host, NameAddr, Uri};
+pub use via::{Oc, OcSeq, Via};
+pub mod edit;
+mod framing;
+pub use framing::StreamFramer;
+mod validate;

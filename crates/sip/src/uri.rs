@@ -1,0 +1,296 @@
+//! URIs (RFC 3261 §19.1, RFC 5118 for IPv6 references) and name-addr values
+//! (From, To, Contact, Route, Record-Route), parsed on demand from message slices.
+
+use std::net::{Ipv4Addr, Ipv6Addr};
+
+use crate::scan::{self, Param};
+
+/// A host as written: a domain name, an IPv4 address or a bracketed IPv6 reference.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Host<'a> {
+    Name(&'a str),
+    V4(Ipv4Addr),
+    V6(Ipv6Addr),
+}
+
+impl Host<'_> {
+    /// Parses `hostname / IPv4address / IPv6reference`. A bare IPv6 address without brackets
+    /// is rejected here (RFC 5118 §4.2: it makes the port ambiguous).
+    pub fn parse(s: &[u8]) -> Option<Host<'_>> {
+        let text = std::str::from_utf8(s).ok()?;
+        if let Some(inner) = text.strip_prefix('[') {
+            return inner.strip_suffix(']')?.parse().ok().map(Host::V6);
+        }
+        if text.bytes().all(|b| b.is_ascii_digit() || b == b'.') {
+            return text.parse().ok().map(Host::V4);
+        }
+        is_hostname(text).then_some(Host::Name(text))
+    }
+}
+
+impl std::fmt::Display for Host<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Host::Name(n) => f.write_str(n),
+            Host::V4(a) => write!(f, "{a}"),
+            Host::V6(a) => write!(f, "[{a}]"),
+        }
+    }
+}
+
+/// `hostname = *( domainlabel "." ) toplabel [ "." ]`, labels of alphanumerics and inner hyphens.
+fn is_hostname(s: &str) -> bool {
+    let s = s.strip_suffix('.').unwrap_or(s);
+    !s.is_empty()
+        && s.split('.').all(|label| {
+            let b = label.as_bytes();
+            !b.is_empty()
+                && b[0].is_ascii_alphanumeric()
+                && b[b.len() - 1].is_ascii_alphanumeric()
+                && b.iter().all(|c| c.is_ascii_alphanumeric() || *c == b'-' || *c == b'_')
+        })
+}
+
+/// Parses `host [":" port]` where whitespace may surround the colon (Via's COLON is SWS ":" SWS).
+pub(crate) fn parse_hostport(s: &[u8]) -> Option<(Host<'_>, Option<u16>)> {
+    let s = scan::trim(s);
+    let (host, rest) = if s.first() == Some(&b'[') {
+        let close = s.iter().position(|&b| b == b']')?;
+        (&s[..=close], &s[close + 1..])
+    } else {
+        let colon = s.iter().position(|&b| b == b':').unwrap_or(s.len());
+        (scan::trim(&s[..colon]), &s[colon..])
+    };
+    let host = Host::parse(host)?;
+    let rest = scan::trim(rest);
+    if rest.is_empty() {
+        return Some((host, None));
+    }
+    let port = scan::trim(rest.strip_prefix(b":")?);
+    let port = u16::try_from(scan::parse_u32(port)?).ok()?;
+    Some((host, Some(port)))
+}
+
+/// A parsed URI. For `sip`/`sips` every part is split out; other schemes (tel, urn, http...)
+/// are kept opaque after a check of the scheme, which is all a proxy needs of them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Uri<'a> {
+    pub raw: &'a [u8],
+    pub scheme: &'a str,
+    pub user: Option<&'a [u8]>,
+    pub password: Option<&'a [u8]>,
+    pub host: Option<Host<'a>>,
+    pub port: Option<u16>,
+    pub params: Vec<Param<'a>>,
+    pub headers: Option<&'a [u8]>,
+}
+
+impl<'a> Uri<'a> {
+    pub fn parse(raw: &'a [u8]) -> Option<Uri<'a>> {
+        let colon = raw.iter().position(|&b| b == b':')?;
+        let scheme = std::str::from_utf8(&raw[..colon]).ok()?;
+        let sb = scheme.as_bytes();
+        if sb.is_empty()
+            || !sb[0].is_ascii_alphabetic()
+            || !sb
+                .iter()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'-' | b'.'))
+        {
+            return None;
+        }
+        let rest = &raw[colon + 1..];
+        if rest.is_empty() || rest.iter().any(|&b| b <= b' ' || b == 0x7f || b == b'<' || b == b'>') {
+            return None;
+        }
+        let mut uri = Uri {
+            raw,
+            scheme,
+            user: None,
+            password: None,
+            host: None,
+            port: None,
+            params: Vec::new(),
+            headers: None,
+        };
+        if !(scheme.eq_ignore_ascii_case("sip") || scheme.eq_ignore_ascii_case("sips")) {
+            return Some(uri);
+        }
+        let (hostpart, userinfo) = match rest.iter().position(|&b| b == b'@') {
+            Some(at) => (&rest[at + 1..], Some(&rest[..at])),
+            None => (rest, None),
+        };
+        if let Some(ui) = userinfo {
+            if ui.is_empty() || !valid_escapes(ui) {
+                return None;
+            }
+            match ui.iter().position(|&b| b == b':') {
+                Some(c) => {
+                    uri.user = Some(&ui[..c]);
+                    uri.password = Some(&ui[c + 1..]);
+                }
+                None => uri.user = Some(ui),
+            }
+        }
+        let q = hostpart.iter().position(|&b| b == b'?').unwrap_or(hostpart.len());
+        if q < hostpart.len() {
+            uri.headers = Some(&hostpart[q + 1..]);
+        }
+        let before_headers = &hostpart[..q];
+        // The host ends at the first ';' that is not inside an IPv6 reference.
+        let host_end = if before_headers.first() == Some(&b'[') {
+            let close = before_headers.iter().position(|&b| b == b']')?;
+            close
+                + before_headers[close..]
+                    .iter()
+                    .position(|&b| b == b';')
+                    .unwrap_or(before_headers.len() - close)
+        } else {
+            before_headers
+                .iter()
+                .position(|&b| b == b';')
+                .unwrap_or(before_headers.len())
+        };
+        let hostport = &before_headers[..host_end];
+        if hostport.iter().any(|&b| scan::is_lws(b)) {
+            return None;
+        }
+        let (host, port) = parse_hostport(hostport)?;
+        uri.host = Some(host);
+        uri.port = port;
+        uri.params = scan::parse_params(&before_headers[host_end..]).ok()?;
+        if !uri.params.iter().all(|p| valid_escapes(p.name) && p.value.is_none_or(valid_escapes)) {
+            return None;
+        }
+        Some(uri)
+    }
+
+    /// A URI parameter by name (case-insensitive).
+    pub fn param(&self, name: &str) -> Option<Option<&'a [u8]>> {
+        self.params
+            .iter()
+            .find(|p| p.name.eq_ignore_ascii_case(name.as_bytes()))
+            .map(|p| p.value)
+    }
+
+    /// `lr` marks a loose router (RFC 3261 §16.12.1.1).
+    pub fn is_loose_router(&self) -> bool {
+        self.param("lr").is_some()
+    }
+}
+
+/// Every `%` must be followed by two hex digits.
+fn valid_escapes(s: &[u8]) -> bool {
+    let mut i = 0;
+    while i < s.len() {
+        if s[i] == b'%' {
+            if !(s.get(i + 1).is_some_and(u8::is_ascii_hexdigit)
+                && s.get(i + 2).is_some_and(u8::is_ascii_hexdigit))
+            {
+                return false;
+            }
+            i += 3;
+        } else {
+            i += 1;
+        }
+    }
+    true
+}
+
+/// `name-addr / addr-spec` followed by header parameters (RFC 3261 §20.10, §25.1).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NameAddr<'a> {
+    /// The display name as written (quoted strings keep their quotes).
+    pub display: Option<&'a [u8]>,
+    pub uri: &'a [u8],
+    pub params: Vec<Param<'a>>,
+}
+
+impl<'a> NameAddr<'a> {
+    pub fn parse(value: &'a [u8]) -> Option<NameAddr<'a>> {
+        let v = scan::trim(value);
+        let (display, uri, rest) = if v.first() == Some(&b'"') {
+            let q = scan::quoted_len(v)?;
+            let after = scan::trim_start(&v[q..]);
+            let inner = after.strip_prefix(b"<")?;
+            let close = inner.iter().position(|&b| b == b'>')?;
+            (Some(&v[..q]), &inner[..close], &inner[close + 1..])
+        } else if let Some(lt) = v.iter().position(|&b| b == b'<') {
+            let display = scan::trim(&v[..lt]);
+            // An unquoted display name is a sequence of tokens separated by white space.
+            if !display
+                .split(|&b| scan::is_lws(b))
+                .all(|t| t.is_empty() || scan::is_token_str(t))
+            {
+                return None;
+            }
+            let close = lt + v[lt..].iter().position(|&b| b == b'>')?;
+            let display = (!display.is_empty()).then_some(display);
+            (display, &v[lt + 1..close], &v[close + 1..])
+        } else {
+            // addr-spec: parameters after the URI belong to the header, not the URI.
+            let semi = v.iter().position(|&b| b == b';').unwrap_or(v.len());
+            (None, scan::trim(&v[..semi]), &v[semi..])
+        };
+        Uri::parse(uri)?;
+        let params = scan::parse_params(rest).ok()?;
+        Some(NameAddr {
+            display,
+            uri,
+            params,
+        })
+    }
+
+    pub fn uri(&self) -> Option<Uri<'a>> {
+        Uri::parse(self.uri)
+    }
+
+    pub fn param(&self, name: &str) -> Option<Option<&'a [u8]>> {
+        self.params
+            .iter()
+            .find(|p| p.name.eq_ignore_ascii_case(name.as_bytes()))
+            .map(|p| p.value)
+    }
+
+    pub fn tag(&self) -> Option<&'a [u8]> {
+        self.param("tag").flatten()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sip_uri_parts() {
+        let u = Uri::parse(b"sip:alice:secret@[2001:db8::10]:5070;transport=tcp;lr?subject=x").unwrap();
+        assert_eq!(u.scheme, "sip");
+        assert_eq!(u.user, Some(&b"alice"[..]));
+        assert_eq!(u.password, Some(&b"secret"[..]));
+        assert_eq!(u.host, Some(Host::V6("2001:db8::10".parse().unwrap())));
+        assert_eq!(u.port, Some(5070));
+        assert!(u.is_loose_router());
+        assert_eq!(u.headers, Some(&b"subject=x"[..]));
+    }
+
+    #[test]
+    fn bad_uris_are_rejected() {
+        assert!(Uri::parse(b"sip:user@2001:db8::10").is_none(), "unbracketed IPv6");
+        assert!(Uri::parse(b"sip:user@host:99999").is_none(), "port out of range");
+        assert!(Uri::parse(b"sip:us%zzer@host").is_none(), "bad escape");
+        assert!(Uri::parse(b"nocolon").is_none());
+        assert!(Uri::parse(b"tel:+1-212-555-0101").is_some());
+    }
+
+    #[test]
+    fn name_addr_forms() {
+        let n = NameAddr::parse(br#""Bob \"B\"" <sip:bob@example.com>;tag=abc"#).unwrap();
+        assert_eq!(n.display, Some(&br#""Bob \"B\"""#[..]));
+        assert_eq!(n.tag(), Some(&b"abc"[..]));
+        let n = NameAddr::parse(b"sip:bob@example.com;tag=xyz").unwrap();
+        assert_eq!(n.uri, b"sip:bob@example.com");
+        assert_eq!(n.tag(), Some(&b"xyz"[..]));
+        let n = NameAddr::parse(b"Bob Smith <sip:bob@example.com>").unwrap();
+        assert_eq!(n.display, Some(&b"Bob Smith"[..]));
+        assert!(NameAddr::parse(br#""unterminated <sip:bob@example.com>"#).is_none());
+    }
+}
