@@ -28,3 +28,5 @@ pub mod edit;
 mod framing;
 pub use framing::StreamFramer;
 mod validate;
+mod owned;
+pub use owned::{OwnedMessage, OwnedStartLine};

@@ -502,10 +502,6 @@ impl Message {
         self.headers_start as usize
     }
 
-    pub(crate) fn body_span(&self) -> Span {
-        self.body
-    }
-
     pub(crate) fn top_via_index(&self) -> Option<usize> {
         self.top_via
     }
