@@ -1,0 +1,189 @@
+//! Active source estimation, Shen, Schulzrinne & Nahum 2008, §3.2.
+//!
+//! The RE keeps one entry per SE it has recently heard from; an entry expires one
+//! second (the paper's value) after that SE's last message. `N_SE` is the number of
+//! live entries. Entries also carry the per-SE state of the algorithm that owns the
+//! table and, for the double-feed architecture (§6.1.2), the SE's last fed-forward
+//! offered load.
+//!
+//! The table is bounded: a new SE that finds it full (after expiry) is turned away and
+//! counted. Expiry is applied lazily whenever the table is touched with a `now`, which
+//! is observationally the same as a timer per entry and needs no deadline.
+
+use crate::types::NeighbourId;
+use serde::{Deserialize, Serialize};
+use sluice_time::Time;
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ActiveSourceConfig {
+    /// Entry lifetime after a source's last message (paper: 1 s).
+    #[serde(rename = "expiry_ms", with = "crate::serde_millis")]
+    pub expiry: Duration,
+    /// Most sources tracked at once; the live proxy should allow at least its number of
+    /// configured neighbours.
+    pub max_sources: usize,
+}
+
+impl Default for ActiveSourceConfig {
+    fn default() -> Self {
+        Self {
+            expiry: Duration::from_secs(1),
+            max_sources: 256,
+        }
+    }
+}
+
+/// One active source.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Source<S> {
+    pub last_seen: Time,
+    /// Last fed-forward offered load (sessions/s), if the SE reports one.
+    pub offered_rate: Option<f64>,
+    pub state: S,
+}
+
+/// The §3.2 table, generic over the per-source state of the algorithm using it.
+#[derive(Clone, Debug)]
+pub struct ActiveSources<S> {
+    expiry: Duration,
+    limit: usize,
+    entries: BTreeMap<NeighbourId, Source<S>>,
+    turned_away: u64,
+    expired: u64,
+}
+
+impl<S> ActiveSources<S> {
+    pub fn new(config: &ActiveSourceConfig) -> Self {
+        Self {
+            expiry: config.expiry,
+            limit: config.max_sources,
+            entries: BTreeMap::new(),
+            turned_away: 0,
+            expired: 0,
+        }
+    }
+
+    /// Drops entries whose last message is `expiry` or more in the past.
+    pub fn expire(&mut self, now: Time) {
+        let expiry = self.expiry;
+        let before = self.entries.len();
+        self.entries.retain(|_, s| now - s.last_seen < expiry);
+        self.expired += (before - self.entries.len()) as u64;
+    }
+
+    /// Records a message from `id` at `now`, creating its entry with `init` if needed.
+    /// Returns `None` (and counts it) when a new source finds the table full.
+    pub fn touch(
+        &mut self,
+        now: Time,
+        id: NeighbourId,
+        init: impl FnOnce() -> S,
+    ) -> Option<&mut Source<S>> {
+        self.expire(now);
+        if !self.entries.contains_key(&id) && self.entries.len() >= self.limit {
+            self.turned_away += 1;
+            return None;
+        }
+        let entry = self.entries.entry(id).or_insert_with(|| Source {
+            last_seen: now,
+            offered_rate: None,
+            state: init(),
+        });
+        entry.last_seen = entry.last_seen.max(now);
+        Some(entry)
+    }
+
+    /// The live entry for `id`, without refreshing it.
+    pub fn get_mut(&mut self, now: Time, id: NeighbourId) -> Option<&mut Source<S>> {
+        self.expire(now);
+        self.entries.get_mut(&id)
+    }
+
+    /// `N_SE` at `now`.
+    pub fn count(&mut self, now: Time) -> usize {
+        self.expire(now);
+        self.entries.len()
+    }
+
+    /// Live entries in neighbour order (call [`expire`](Self::expire) first).
+    pub fn iter(&self) -> impl Iterator<Item = (NeighbourId, &Source<S>)> {
+        self.entries.iter().map(|(id, s)| (*id, s))
+    }
+
+    pub fn iter_mut(&mut self) -> impl Iterator<Item = (NeighbourId, &mut Source<S>)> {
+        self.entries.iter_mut().map(|(id, s)| (*id, s))
+    }
+
+    /// Entries held, as of the last expiry.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// New sources refused because the table was full.
+    pub fn turned_away(&self) -> u64 {
+        self.turned_away
+    }
+
+    /// Entries removed by expiry so far.
+    pub fn expired(&self) -> u64 {
+        self.expired
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn table(limit: usize) -> ActiveSources<()> {
+        ActiveSources::new(&ActiveSourceConfig {
+            max_sources: limit,
+            ..Default::default()
+        })
+    }
+
+    #[test]
+    fn a_source_expires_one_second_after_its_last_message() {
+        let mut t = table(8);
+        t.touch(Time::ZERO, NeighbourId(1), || ());
+        t.touch(Time::from_millis(600), NeighbourId(2), || ());
+        t.touch(Time::from_millis(500), NeighbourId(1), || ());
+        assert_eq!(t.count(Time::from_millis(1499)), 2);
+        // Source 1 was last heard at 0.5 s.
+        assert_eq!(t.count(Time::from_millis(1500)), 1);
+        assert_eq!(t.count(Time::from_millis(1599)), 1);
+        assert_eq!(t.count(Time::from_millis(1600)), 0);
+        assert_eq!(t.expired(), 2);
+    }
+
+    #[test]
+    fn a_full_table_turns_new_sources_away_but_not_known_ones() {
+        let mut t = table(2);
+        assert!(t.touch(Time::ZERO, NeighbourId(1), || ()).is_some());
+        assert!(t.touch(Time::ZERO, NeighbourId(2), || ()).is_some());
+        assert!(t.touch(Time::ZERO, NeighbourId(3), || ()).is_none());
+        assert!(t
+            .touch(Time::from_millis(10), NeighbourId(1), || ())
+            .is_some());
+        assert_eq!(t.turned_away(), 1);
+        // Once entries expire there is room again.
+        assert!(t.touch(Time::from_secs(2), NeighbourId(3), || ()).is_some());
+        assert_eq!(t.len(), 1);
+    }
+
+    #[test]
+    fn iteration_is_in_neighbour_order() {
+        let mut t = table(8);
+        for id in [5, 1, 3] {
+            t.touch(Time::ZERO, NeighbourId(id), || ());
+        }
+        let ids: Vec<u32> = t.iter().map(|(id, _)| id.0).collect();
+        assert_eq!(ids, vec![1, 3, 5]);
+    }
+}

@@ -1,0 +1,382 @@
+//! Experiment-file configuration and the factory that turns it into controllers.
+//!
+//! Every knob is a field with the paper's value as default (Table 2 and §3), so a TOML
+//! table naming only `algorithm` reproduces the paper's setup:
+//!
+//! ```toml
+//! algorithm = "win-cont"        # none | threshold | win-disc | win-cont | win-auto | rate-abs | rate-occ
+//! fairness = "user-centric"     # or "provider-centric" (default)
+//! [win_cont]
+//! budget_delay_ms = 200
+//! [enforcement]
+//! throttle = "window"           # default: the paper's pairing for the algorithm
+//! ```
+
+use crate::active_sources::ActiveSourceConfig;
+use crate::admission::{AdmitAll, AnyLocalAdmission, ThresholdConfig, ThresholdRejection};
+use crate::enforcer::{BlockingMode, ConfigError, Throttle, ThrottleKind, ThrottleSpec};
+use crate::estimation::EstimatorConfig;
+use crate::fairness::Fairness;
+use crate::receiver::{
+    AnyFeedbackGenerator, NoFeedback, RateAbs, RateAbsConfig, RateOcc, RateOccConfig, WinAuto,
+    WinAutoConfig, WinCont, WinContConfig, WinDisc, WinDiscConfig,
+};
+use serde::{Deserialize, Serialize};
+use sluice_time::Time;
+use std::fmt;
+use std::str::FromStr;
+use std::time::Duration;
+
+/// The algorithms, named as in the paper.
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
+pub enum Algorithm {
+    /// No control: simple drop at the full queue (§4.3).
+    #[default]
+    #[serde(rename = "none")]
+    None,
+    /// Threshold rejection with high and low watermarks (§4.3).
+    #[serde(rename = "threshold")]
+    Threshold,
+    #[serde(rename = "win-disc")]
+    WinDisc,
+    #[serde(rename = "win-cont")]
+    WinCont,
+    #[serde(rename = "win-auto")]
+    WinAuto,
+    #[serde(rename = "rate-abs")]
+    RateAbs,
+    #[serde(rename = "rate-occ")]
+    RateOcc,
+}
+
+impl Algorithm {
+    pub const ALL: [Algorithm; 7] = [
+        Algorithm::None,
+        Algorithm::Threshold,
+        Algorithm::WinDisc,
+        Algorithm::WinCont,
+        Algorithm::WinAuto,
+        Algorithm::RateAbs,
+        Algorithm::RateOcc,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Algorithm::None => "none",
+            Algorithm::Threshold => "threshold",
+            Algorithm::WinDisc => "win-disc",
+            Algorithm::WinCont => "win-cont",
+            Algorithm::WinAuto => "win-auto",
+            Algorithm::RateAbs => "rate-abs",
+            Algorithm::RateOcc => "rate-occ",
+        }
+    }
+
+    /// What the algorithm feeds back, if anything.
+    fn feedback_kind(self) -> Option<&'static str> {
+        match self {
+            Algorithm::None | Algorithm::Threshold => None,
+            Algorithm::WinDisc | Algorithm::WinCont | Algorithm::WinAuto => Some("window"),
+            Algorithm::RateAbs => Some("rate"),
+            Algorithm::RateOcc => Some("acceptance-fraction"),
+        }
+    }
+
+    /// The enforcement the paper pairs with it (§2.4.2: percentage throttle for rate
+    /// feedback, window throttle for window feedback).
+    pub fn paper_throttle(self) -> ThrottleKind {
+        match self.feedback_kind() {
+            None => ThrottleKind::None,
+            Some("window") => ThrottleKind::Window,
+            Some(_) => ThrottleKind::Percentage,
+        }
+    }
+}
+
+impl fmt::Display for Algorithm {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// An algorithm name that is not one of [`Algorithm::ALL`].
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("unknown overload control algorithm {0:?}")]
+pub struct UnknownAlgorithm(pub String);
+
+impl FromStr for Algorithm {
+    type Err = UnknownAlgorithm;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Algorithm::ALL
+            .into_iter()
+            .find(|a| a.name() == s)
+            .ok_or_else(|| UnknownAlgorithm(s.to_owned()))
+    }
+}
+
+/// SE-side settings. The paper does not evaluate these mechanisms' own parameters, so
+/// the values below are ours and documented where they are defined.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct EnforcementConfig {
+    /// Mechanism; unset means the paper's pairing ([`Algorithm::paper_throttle`]).
+    pub throttle: Option<ThrottleKind>,
+    /// Unset means discard, or keep for the leaky bucket (§2.4.2).
+    pub blocking: Option<BlockingMode>,
+    /// Keep-mode hold queue bound (leaky bucket depth). Ours: 50 requests, a couple of
+    /// seconds at the paper's per-SE rates; the SE answers the caller with 100 Trying,
+    /// so holding does not trigger INVITE retransmission.
+    pub hold_limit: usize,
+    /// Token bucket depth in sessions. Ours: 5, about one `D_B` (200 ms) of a per-SE
+    /// share of the paper's 72 sessions/s.
+    pub bucket_depth: u32,
+    /// Window before the first feedback; unset means the RE algorithm's `W_0`.
+    pub initial_window: Option<u32>,
+    /// Window probe after this long with an empty window and no feedback; 0 disables.
+    #[serde(rename = "window_probe_after_ms", with = "crate::serde_millis")]
+    pub window_probe_after: Duration,
+    /// Offered-load meter interval (like `T_m`, default 100 ms).
+    #[serde(rename = "meter_interval_ms", with = "crate::serde_millis")]
+    pub meter_interval: Duration,
+    pub meter_smoothing_weight: f64,
+    /// Feed offered load forward; unset means on exactly when fairness is user-centric.
+    pub feed_forward: Option<bool>,
+}
+
+impl Default for EnforcementConfig {
+    fn default() -> Self {
+        Self {
+            throttle: None,
+            blocking: None,
+            hold_limit: 50,
+            bucket_depth: 5,
+            initial_window: None,
+            window_probe_after: Duration::from_secs(1),
+            meter_interval: Duration::from_millis(100),
+            meter_smoothing_weight: 0.25,
+            feed_forward: None,
+        }
+    }
+}
+
+/// Everything needed to build one RE's controllers and its SEs' enforcers.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ControlConfig {
+    pub algorithm: Algorithm,
+    /// Seed for every random choice (win-cont lottery, percentage throttles).
+    pub seed: u64,
+    pub fairness: Fairness,
+    pub estimator: EstimatorConfig,
+    pub active_sources: ActiveSourceConfig,
+    pub threshold: ThresholdConfig,
+    pub win_disc: WinDiscConfig,
+    pub win_cont: WinContConfig,
+    pub win_auto: WinAutoConfig,
+    pub rate_abs: RateAbsConfig,
+    pub rate_occ: RateOccConfig,
+    pub enforcement: EnforcementConfig,
+}
+
+impl ControlConfig {
+    /// The paper's defaults for one algorithm.
+    pub fn for_algorithm(algorithm: Algorithm) -> Self {
+        Self {
+            algorithm,
+            ..Self::default()
+        }
+    }
+
+    /// Checks that the SE mechanism can enforce the RE's feedback and runs in the mode asked.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        self.enforcer_spec().map(|_| ())
+    }
+
+    /// The RE's receive-stage policy: threshold rejection for `threshold`, otherwise
+    /// admit everything (the driver's bounded queue drops when full).
+    pub fn build_local_admission(&self) -> AnyLocalAdmission {
+        match self.algorithm {
+            Algorithm::Threshold => {
+                AnyLocalAdmission::Threshold(ThresholdRejection::new(&self.threshold))
+            }
+            _ => AnyLocalAdmission::AdmitAll(AdmitAll),
+        }
+    }
+
+    /// The RE's feedback generator; the baselines get one that only estimates.
+    /// Its timers start at `now`.
+    pub fn build_feedback_generator(&self, now: Time) -> AnyFeedbackGenerator {
+        let (est, src, fair) = (&self.estimator, &self.active_sources, self.fairness);
+        match self.algorithm {
+            Algorithm::None | Algorithm::Threshold => {
+                AnyFeedbackGenerator::None(NoFeedback::new(est, src, now))
+            }
+            Algorithm::WinDisc => {
+                AnyFeedbackGenerator::WinDisc(WinDisc::new(&self.win_disc, est, src, fair, now))
+            }
+            Algorithm::WinCont => AnyFeedbackGenerator::WinCont(WinCont::new(
+                &self.win_cont,
+                est,
+                src,
+                fair,
+                self.seed,
+                now,
+            )),
+            Algorithm::WinAuto => AnyFeedbackGenerator::WinAuto(WinAuto::new(&self.win_auto, src)),
+            Algorithm::RateAbs => {
+                AnyFeedbackGenerator::RateAbs(RateAbs::new(&self.rate_abs, est, src, fair, now))
+            }
+            Algorithm::RateOcc => {
+                AnyFeedbackGenerator::RateOcc(RateOcc::new(&self.rate_occ, est, src, now))
+            }
+        }
+    }
+
+    /// The SE throttle settings this config resolves to.
+    pub fn enforcer_spec(&self) -> Result<ThrottleSpec, ConfigError> {
+        let e = &self.enforcement;
+        let kind = e.throttle.unwrap_or(self.algorithm.paper_throttle());
+        let blocking = e.blocking.unwrap_or(if kind == ThrottleKind::LeakyBucket {
+            BlockingMode::Keep
+        } else {
+            BlockingMode::Discard
+        });
+        if let Some(feedback) = self.algorithm.feedback_kind() {
+            let window_feedback = feedback == "window";
+            let compatible = match kind {
+                ThrottleKind::None => true,
+                ThrottleKind::Window => window_feedback,
+                _ => !window_feedback,
+            };
+            if !compatible {
+                return Err(ConfigError::Mismatch {
+                    algorithm: self.algorithm.name(),
+                    feedback,
+                    throttle: kind,
+                });
+            }
+        }
+        let algorithm_w0 = match self.algorithm {
+            Algorithm::WinDisc => Some(self.win_disc.initial_window),
+            Algorithm::WinCont => Some(self.win_cont.initial_window),
+            Algorithm::WinAuto => Some(self.win_auto.initial_window),
+            _ => None,
+        };
+        let spec = ThrottleSpec {
+            kind,
+            blocking,
+            hold_limit: e.hold_limit,
+            bucket_depth: e.bucket_depth,
+            initial_window: e.initial_window.or(algorithm_w0),
+            probe_after: (!e.window_probe_after.is_zero()).then_some(e.window_probe_after),
+            meter_interval: e.meter_interval,
+            meter_smoothing_weight: e.meter_smoothing_weight,
+            feed_forward: e
+                .feed_forward
+                .unwrap_or(self.fairness == Fairness::UserCentric),
+        };
+        spec.validate()?;
+        Ok(spec)
+    }
+
+    /// One SE's throttle toward this RE. Give every SE a different `stream` so their
+    /// random draws are independent; the RE's own draws use stream 0, enforcers use
+    /// `stream + 1`.
+    pub fn build_enforcer(&self, stream: u64, now: Time) -> Result<Throttle, ConfigError> {
+        Throttle::new(
+            &self.enforcer_spec()?,
+            self.seed,
+            stream.wrapping_add(1),
+            now,
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::receiver::FeedbackGenerator;
+
+    #[test]
+    fn names_round_trip_and_unknown_names_are_errors() {
+        for a in Algorithm::ALL {
+            assert_eq!(a.name().parse::<Algorithm>(), Ok(a));
+            let cfg: ControlConfig = toml::from_str(&format!("algorithm = \"{a}\"")).unwrap();
+            assert_eq!(cfg.algorithm, a);
+        }
+        assert!("win_cont".parse::<Algorithm>().is_err());
+    }
+
+    #[test]
+    fn an_empty_file_gives_the_papers_defaults() {
+        let cfg: ControlConfig = toml::from_str("").unwrap();
+        assert_eq!(cfg, ControlConfig::default());
+        assert_eq!(cfg.win_disc.budget_delay, Duration::from_millis(200));
+        assert_eq!(cfg.win_disc.control_interval, Duration::from_millis(200));
+        assert_eq!(
+            cfg.estimator.measurement_interval,
+            Duration::from_millis(100)
+        );
+        assert!((cfg.rate_occ.target_occupancy - 0.85).abs() < 1e-12);
+        assert!((cfg.rate_occ.max_increase - 5.0).abs() < 1e-12);
+        assert!((cfg.rate_occ.min_fraction - 0.02).abs() < 1e-12);
+        assert_eq!(cfg.active_sources.expiry, Duration::from_secs(1));
+    }
+
+    #[test]
+    fn fields_parse_in_milliseconds_and_typos_are_rejected() {
+        let cfg: ControlConfig = toml::from_str(
+            "algorithm = \"rate-occ\"\nfairness = \"user-centric\"\n[rate_occ]\ncontrol_interval_ms = 14\n\
+             [estimator]\nmeasurement_interval_ms = 14\n[win_auto]\ndelay_binding_ms = 200\n\
+             [enforcement]\nthrottle = \"token-bucket\"\nblocking = \"keep\"\n",
+        )
+        .unwrap();
+        assert_eq!(cfg.rate_occ.control_interval, Duration::from_millis(14));
+        assert_eq!(cfg.win_auto.delay_binding, Some(Duration::from_millis(200)));
+        assert_eq!(cfg.enforcement.throttle, Some(ThrottleKind::TokenBucket));
+        assert!(toml::from_str::<ControlConfig>("[win_cont]\nbudget_delay = 200").is_err());
+        assert!(toml::from_str::<ControlConfig>("[rate_abs]\nc_ms = -5").is_err());
+        assert!(toml::from_str::<ControlConfig>("algorithm = \"win_cont\"").is_err());
+    }
+
+    #[test]
+    fn the_factory_pairs_each_algorithm_with_the_papers_enforcement() {
+        for a in Algorithm::ALL {
+            let cfg = ControlConfig::for_algorithm(a);
+            let spec = cfg.enforcer_spec().unwrap();
+            let expected = match a {
+                Algorithm::None | Algorithm::Threshold => ThrottleKind::None,
+                Algorithm::WinDisc | Algorithm::WinCont | Algorithm::WinAuto => {
+                    ThrottleKind::Window
+                }
+                Algorithm::RateAbs | Algorithm::RateOcc => ThrottleKind::Percentage,
+            };
+            assert_eq!(spec.kind, expected, "{a}");
+            assert_eq!(spec.blocking, BlockingMode::Discard);
+            let g = cfg.build_feedback_generator(Time::ZERO);
+            assert_eq!(g.metrics().active_sources, 0);
+            assert!(cfg.build_enforcer(0, Time::ZERO).is_ok());
+        }
+        assert_eq!(
+            ControlConfig::for_algorithm(Algorithm::WinAuto)
+                .enforcer_spec()
+                .unwrap()
+                .initial_window,
+            Some(10)
+        );
+    }
+
+    #[test]
+    fn mismatched_feedback_and_enforcement_are_rejected() {
+        let mut cfg = ControlConfig::for_algorithm(Algorithm::WinCont);
+        cfg.enforcement.throttle = Some(ThrottleKind::TokenBucket);
+        assert!(matches!(cfg.validate(), Err(ConfigError::Mismatch { .. })));
+        let mut cfg = ControlConfig::for_algorithm(Algorithm::RateAbs);
+        cfg.enforcement.throttle = Some(ThrottleKind::Window);
+        assert!(matches!(cfg.validate(), Err(ConfigError::Mismatch { .. })));
+        cfg.enforcement.throttle = Some(ThrottleKind::LeakyBucket);
+        assert_eq!(cfg.enforcer_spec().unwrap().blocking, BlockingMode::Keep);
+    }
+}

@@ -1,0 +1,238 @@
+//! Feedback generation at the receiving entity (RE), Shen, Schulzrinne & Nahum 2008, §3.3–3.7 and §6.
+//!
+//! One file per algorithm, each implementing [`FeedbackGenerator`]:
+//! [`WinDisc`], [`WinCont`], [`WinAuto`], [`RateAbs`], [`RateOcc`], plus [`NoFeedback`]
+//! for the baselines. [`AnyFeedbackGenerator`] wraps whichever one a config selects.
+
+mod none;
+mod rate_abs;
+mod rate_occ;
+mod win_auto;
+mod win_cont;
+mod win_disc;
+
+pub use none::NoFeedback;
+pub use rate_abs::{RateAbs, RateAbsConfig};
+pub use rate_occ::{RateOcc, RateOccConfig};
+pub use win_auto::{WinAuto, WinAutoConfig};
+pub use win_cont::{WinCont, WinContAllocation, WinContConfig};
+pub use win_disc::{WinDisc, WinDiscConfig};
+
+use crate::active_sources::{ActiveSourceConfig, ActiveSources, Source};
+use crate::estimation::{EstimatorConfig, SessionEstimator};
+use crate::fairness::{self, Fairness};
+use crate::types::{
+    Completion, FeedForward, Feedback, FeedbackValue, MessageSummary, NeighbourId, QueueOccupancy,
+};
+use sluice_time::Time;
+
+/// The RE side of a feedback loop. See the crate docs for the order a driver calls these in.
+pub trait FeedbackGenerator {
+    /// A message from the network reached the RE, before any queueing decision.
+    fn on_arrival(&mut self, now: Time, message: &MessageSummary);
+    /// A message from `from` carried feed-forward (double feed, §6.1.2).
+    fn on_feed_forward(&mut self, now: Time, from: NeighbourId, feed_forward: FeedForward);
+    /// The queue's contents changed (eq. 1 needs the instant value).
+    fn on_queue(&mut self, now: Time, queue: QueueOccupancy);
+    /// The processor finished a message.
+    fn on_processed(&mut self, now: Time, completion: &Completion);
+    /// The RE is about to send a message to `neighbour`; the returned feedback rides on it.
+    fn feedback_for(&mut self, now: Time, neighbour: NeighbourId) -> Option<Feedback>;
+    /// Runs whatever is due at `now` (measurement and control intervals).
+    fn handle_timeout(&mut self, now: Time);
+    /// The next instant `handle_timeout` has work, if any.
+    fn poll_timeout(&self) -> Option<Time>;
+    /// Current estimates, for metrics and plots.
+    fn metrics(&self) -> ReceiverMetrics;
+}
+
+/// A snapshot of an RE controller's estimates.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct ReceiverMetrics {
+    /// Smoothed `μ`, sessions/s (§3.1).
+    pub service_rate: Option<f64>,
+    /// Smoothed `L_sess`, messages per session.
+    pub session_length: Option<f64>,
+    /// `N_sess` by eq. 1.
+    pub sessions_in_system: Option<f64>,
+    /// Processor occupancy over the last measurement interval.
+    pub occupancy: Option<f64>,
+    /// `N_SE` as of the last table update (§3.2).
+    pub active_sources: usize,
+    /// New sources refused because the active-source table was full.
+    pub sources_turned_away: u64,
+    /// The algorithm's current control variable: total advertised window (win-*),
+    /// total target rate (rate-abs) or acceptance fraction (rate-occ).
+    pub control_value: Option<f64>,
+}
+
+/// Estimator, active-source table and feedback numbering, shared by the algorithms
+/// that need them; `S` is the per-source state an algorithm keeps.
+#[derive(Clone, Debug)]
+pub(crate) struct ReceiverCore<S> {
+    pub estimator: SessionEstimator,
+    pub sources: ActiveSources<S>,
+    pub fairness: Fairness,
+    sequence: u64,
+}
+
+impl<S> ReceiverCore<S> {
+    pub fn new(
+        estimator: &EstimatorConfig,
+        sources: &ActiveSourceConfig,
+        fairness: Fairness,
+        now: Time,
+    ) -> Self {
+        Self {
+            estimator: SessionEstimator::new(estimator, now),
+            sources: ActiveSources::new(sources),
+            fairness,
+            sequence: 0,
+        }
+    }
+
+    /// Numbers a feedback value; sequence numbers start at 1 and never repeat.
+    pub fn stamp(&mut self, value: FeedbackValue) -> Feedback {
+        self.sequence += 1;
+        Feedback {
+            sequence: self.sequence,
+            value,
+        }
+    }
+
+    /// Refreshes the sender of `message` and returns its entry, if it has one.
+    pub fn arrival(
+        &mut self,
+        now: Time,
+        message: &MessageSummary,
+        init: impl FnOnce() -> S,
+    ) -> Option<&mut Source<S>> {
+        message
+            .source
+            .and_then(|id| self.sources.touch(now, id, init))
+    }
+
+    /// Stores a fed-forward load; values that are not finite and non-negative are ignored.
+    pub fn feed_forward(
+        &mut self,
+        now: Time,
+        from: NeighbourId,
+        ff: FeedForward,
+        init: impl FnOnce() -> S,
+    ) {
+        if ff.offered_rate.is_finite() && ff.offered_rate >= 0.0 {
+            if let Some(source) = self.sources.touch(now, from, init) {
+                source.offered_rate = Some(ff.offered_rate);
+            }
+        }
+    }
+
+    /// Every active source's share of capacity under the configured fairness.
+    pub fn shares(&mut self, now: Time) -> Vec<(NeighbourId, f64)> {
+        self.sources.expire(now);
+        let loads: Vec<(NeighbourId, Option<f64>)> = self
+            .sources
+            .iter()
+            .map(|(id, s)| (id, s.offered_rate))
+            .collect();
+        fairness::shares(self.fairness, &loads)
+    }
+
+    pub fn metrics(&self, control_value: Option<f64>) -> ReceiverMetrics {
+        ReceiverMetrics {
+            service_rate: self.estimator.service_rate(),
+            session_length: Some(self.estimator.session_length()),
+            sessions_in_system: Some(self.estimator.sessions_in_system()),
+            occupancy: self.estimator.occupancy(),
+            active_sources: self.sources.len(),
+            sources_turned_away: self.sources.turned_away(),
+            control_value,
+        }
+    }
+}
+
+/// A window as carried in feedback: never negative, never beyond `u32`.
+pub(crate) fn advertised(window: i64) -> u32 {
+    window.clamp(0, i64::from(u32::MAX)) as u32
+}
+
+/// Any RE feedback algorithm, chosen at run time from a config.
+// One long-lived instance per RE: boxing the larger variants would buy nothing.
+#[allow(clippy::large_enum_variant)]
+#[derive(Clone, Debug)]
+pub enum AnyFeedbackGenerator {
+    None(NoFeedback),
+    WinDisc(WinDisc),
+    WinCont(WinCont),
+    WinAuto(WinAuto),
+    RateAbs(RateAbs),
+    RateOcc(RateOcc),
+}
+
+macro_rules! dispatch {
+    ($self:ident, $g:ident => $e:expr) => {
+        match $self {
+            AnyFeedbackGenerator::None($g) => $e,
+            AnyFeedbackGenerator::WinDisc($g) => $e,
+            AnyFeedbackGenerator::WinCont($g) => $e,
+            AnyFeedbackGenerator::WinAuto($g) => $e,
+            AnyFeedbackGenerator::RateAbs($g) => $e,
+            AnyFeedbackGenerator::RateOcc($g) => $e,
+        }
+    };
+}
+
+impl FeedbackGenerator for AnyFeedbackGenerator {
+    fn on_arrival(&mut self, now: Time, message: &MessageSummary) {
+        dispatch!(self, g => g.on_arrival(now, message));
+    }
+    fn on_feed_forward(&mut self, now: Time, from: NeighbourId, feed_forward: FeedForward) {
+        dispatch!(self, g => g.on_feed_forward(now, from, feed_forward));
+    }
+    fn on_queue(&mut self, now: Time, queue: QueueOccupancy) {
+        dispatch!(self, g => g.on_queue(now, queue));
+    }
+    fn on_processed(&mut self, now: Time, completion: &Completion) {
+        dispatch!(self, g => g.on_processed(now, completion));
+    }
+    fn feedback_for(&mut self, now: Time, neighbour: NeighbourId) -> Option<Feedback> {
+        dispatch!(self, g => g.feedback_for(now, neighbour))
+    }
+    fn handle_timeout(&mut self, now: Time) {
+        dispatch!(self, g => g.handle_timeout(now));
+    }
+    fn poll_timeout(&self) -> Option<Time> {
+        dispatch!(self, g => g.poll_timeout())
+    }
+    fn metrics(&self) -> ReceiverMetrics {
+        dispatch!(self, g => g.metrics())
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod test_support {
+    use crate::types::{Completion, MessageSummary, NeighbourId};
+    use std::time::Duration;
+
+    /// A message source as `MessageSummary` holds it.
+    #[allow(clippy::unnecessary_wraps)]
+    pub fn se(id: u32) -> Option<NeighbourId> {
+        Some(NeighbourId(id))
+    }
+
+    pub fn processed(message: MessageSummary, accepted: bool) -> Completion {
+        Completion {
+            message,
+            service_time: Duration::from_millis(2),
+            queueing_delay: Duration::ZERO,
+            session_accepted: accepted,
+        }
+    }
+
+    pub fn window_of(fb: Option<crate::types::Feedback>) -> u32 {
+        match fb.map(|f| f.value) {
+            Some(crate::types::FeedbackValue::Window(w)) => w,
+            other => panic!("expected window feedback, got {other:?}"),
+        }
+    }
+}

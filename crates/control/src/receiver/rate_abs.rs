@@ -1,0 +1,248 @@
+//! rate-abs (absolute rate feedback), Shen, Schulzrinne & Nahum 2008, §3.6, eq. 2,
+//! after Hosein's adaptive load algorithm.
+//!
+//! Every control interval `T_c` the RE sets the total rate it will accept next:
+//! `λ = μ · (1 − (d_q − D_B) / C)` (eq. 2), with `μ` the estimated session service rate
+//! and `d_q = N_sess / μ` the estimated queueing delay (both §3.1). `λ` is split among
+//! the active SEs (§3.2) equally, or in proportion to fed-forward load under double
+//! feed (§6.2.1); each SE receives its part as a rate in sessions per second.
+//!
+//! Defaults (Table 2): `D_B = 200 ms`, `T_c = 200 ms`.
+//!
+//! `C` is not given in the paper. It is a time: the excess backlog `μ·(d_q − D_B)`
+//! is removed at rate `excess / C`, so the excess shrinks by a factor `(1 − T_c/C)` per
+//! interval. `C = T_c` would clear it in one interval, but the loop sees its effect a
+//! step late (μ is smoothed, SEs learn the rate with the next piggybacked message and
+//! measure their own offered load), and for a loop `e' = e − g·e_prev` the gain
+//! `g = T_c/C = 1/4` is the critically damped one. Hence `C = 4·T_c = 800 ms`. It also
+//! sets how fast an idle RE opens up: with an empty queue `λ = μ·(1 + D_B/C) = 1.25·μ`,
+//! 25 % growth per interval. The simulator should vary it (and scale it with `T_c`).
+//!
+//! Also not in the paper: `λ` is held at or above `min_rate` so no SE is shut off
+//! completely (the role `f_min` plays in rate-occ); a shut-off SE would send nothing
+//! more, so it might never receive the feedback that reopens it.
+
+use super::{FeedbackGenerator, ReceiverCore, ReceiverMetrics};
+use crate::active_sources::ActiveSourceConfig;
+use crate::estimation::{sane_interval, EstimatorConfig};
+use crate::fairness::Fairness;
+use crate::types::{
+    Completion, FeedForward, Feedback, FeedbackValue, MessageSummary, NeighbourId, QueueOccupancy,
+};
+use serde::{Deserialize, Serialize};
+use sluice_time::Time;
+use std::time::Duration;
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RateAbsConfig {
+    /// `D_B`, the queueing-delay budget.
+    #[serde(rename = "budget_delay_ms", with = "crate::serde_millis")]
+    pub budget_delay: Duration,
+    /// `T_c`, the control interval.
+    #[serde(rename = "control_interval_ms", with = "crate::serde_millis")]
+    pub control_interval: Duration,
+    /// `C` of eq. 2 (not in the paper; see the module docs).
+    #[serde(rename = "c_ms", with = "crate::serde_millis")]
+    pub c: Duration,
+    /// Least total rate handed out, sessions/s (not in the paper).
+    pub min_rate: f64,
+}
+
+impl Default for RateAbsConfig {
+    fn default() -> Self {
+        Self {
+            budget_delay: Duration::from_millis(200),
+            control_interval: Duration::from_millis(200),
+            c: Duration::from_millis(800),
+            min_rate: 1.0,
+        }
+    }
+}
+
+/// Eq. 2. `mu` is in sessions/s; `queueing_delay`, `budget` and `c` in seconds.
+/// Returns `min_rate` when the inputs give no finite answer.
+pub fn target_rate(mu: f64, queueing_delay: f64, budget: f64, c: f64, min_rate: f64) -> f64 {
+    let lambda = mu * (1.0 - (queueing_delay - budget) / c);
+    if lambda.is_finite() {
+        lambda.max(min_rate)
+    } else {
+        min_rate
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct RateAbs {
+    budget_delay: Duration,
+    control_interval: Duration,
+    c: Duration,
+    min_rate: f64,
+    core: ReceiverCore<()>,
+    next_control: Time,
+    total_rate: Option<f64>,
+}
+
+impl RateAbs {
+    pub fn new(
+        config: &RateAbsConfig,
+        estimator: &EstimatorConfig,
+        sources: &ActiveSourceConfig,
+        fairness: Fairness,
+        now: Time,
+    ) -> Self {
+        let control_interval = sane_interval(config.control_interval);
+        Self {
+            budget_delay: config.budget_delay,
+            control_interval,
+            c: sane_interval(config.c),
+            min_rate: if config.min_rate.is_finite() {
+                config.min_rate.max(0.0)
+            } else {
+                0.0
+            },
+            core: ReceiverCore::new(estimator, sources, fairness, now),
+            next_control: now + control_interval,
+            total_rate: None,
+        }
+    }
+
+    fn control(&mut self) {
+        let mu = self.core.estimator.control_service_rate();
+        let d_q = if mu > 0.0 {
+            self.core.estimator.sessions_in_system() / mu
+        } else {
+            f64::INFINITY
+        };
+        self.total_rate = Some(target_rate(
+            mu,
+            d_q,
+            self.budget_delay.as_secs_f64(),
+            self.c.as_secs_f64(),
+            self.min_rate,
+        ));
+    }
+}
+
+impl FeedbackGenerator for RateAbs {
+    fn on_arrival(&mut self, now: Time, message: &MessageSummary) {
+        self.core.arrival(now, message, || ());
+    }
+    fn on_feed_forward(&mut self, now: Time, from: NeighbourId, feed_forward: FeedForward) {
+        self.core.feed_forward(now, from, feed_forward, || ());
+    }
+    fn on_queue(&mut self, _now: Time, queue: QueueOccupancy) {
+        self.core.estimator.on_queue(queue);
+    }
+    fn on_processed(&mut self, _now: Time, completion: &Completion) {
+        self.core.estimator.on_processed(completion);
+    }
+    fn feedback_for(&mut self, now: Time, neighbour: NeighbourId) -> Option<Feedback> {
+        let total = self.total_rate?;
+        let share = self
+            .core
+            .shares(now)
+            .into_iter()
+            .find(|(id, _)| *id == neighbour)?
+            .1;
+        Some(self.core.stamp(FeedbackValue::Rate(total * share)))
+    }
+    fn handle_timeout(&mut self, now: Time) {
+        self.core.estimator.handle_timeout(now);
+        if now >= self.next_control {
+            self.control();
+            self.next_control = now + self.control_interval;
+        }
+    }
+    fn poll_timeout(&self) -> Option<Time> {
+        let measure = self.core.estimator.poll_timeout().unwrap_or(Time::MAX);
+        Some(measure.min(self.next_control))
+    }
+    fn metrics(&self) -> ReceiverMetrics {
+        self.core.metrics(self.total_rate)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::receiver::test_support::{processed, se};
+
+    fn rate_of(fb: Option<Feedback>) -> f64 {
+        match fb.map(|f| f.value) {
+            Some(FeedbackValue::Rate(r)) => r,
+            other => panic!("expected rate feedback, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn eq2_pushes_the_rate_toward_the_delay_budget() {
+        // At the budget the target is the service rate.
+        assert!((target_rate(72.0, 0.2, 0.2, 0.8, 1.0) - 72.0).abs() < 1e-9);
+        // 400 ms above budget with C = 800 ms: half the service rate.
+        assert!((target_rate(72.0, 0.6, 0.2, 0.8, 1.0) - 36.0).abs() < 1e-9);
+        // Empty queue: 1 + D_B/C = 1.25 times μ.
+        assert!((target_rate(72.0, 0.0, 0.2, 0.8, 1.0) - 90.0).abs() < 1e-9);
+        // Far above budget the floor holds; nonsense gives the floor.
+        assert!((target_rate(72.0, 5.0, 0.2, 0.8, 1.0) - 1.0).abs() < 1e-12);
+        assert!((target_rate(f64::NAN, 0.0, 0.2, 0.8, 1.0) - 1.0).abs() < 1e-12);
+    }
+
+    #[test]
+    fn control_step_splits_lambda_among_active_sources() {
+        let est = EstimatorConfig {
+            smoothing_weight: 1.0,
+            ..Default::default()
+        };
+        let mut g = RateAbs::new(
+            &RateAbsConfig::default(),
+            &est,
+            &ActiveSourceConfig::default(),
+            Fairness::ProviderCentric,
+            Time::ZERO,
+        );
+        assert_eq!(
+            g.feedback_for(Time::ZERO, NeighbourId(1)),
+            None,
+            "no rate before the first control step"
+        );
+        for id in 1..=2 {
+            g.on_arrival(
+                Time::from_millis(10),
+                &MessageSummary::other_request(se(id)),
+            );
+        }
+        // μ = 8 per 100 ms = 80/s; N_sess = 16 + 0 → d_q = 0.2 s = D_B → λ = μ.
+        for k in 1..=2u64 {
+            for _ in 0..8 {
+                g.on_processed(
+                    Time::from_millis(k * 100 - 50),
+                    &processed(MessageSummary::new_session(se(1)), true),
+                );
+            }
+            g.on_queue(
+                Time::from_millis(k * 100 - 50),
+                QueueOccupancy {
+                    invites: 16,
+                    non_invites: 0,
+                },
+            );
+            g.handle_timeout(Time::from_millis(k * 100));
+        }
+        assert!((g.metrics().control_value.unwrap() - 80.0).abs() < 1e-9);
+        assert!(
+            (rate_of(g.feedback_for(Time::from_millis(200), NeighbourId(1))) - 40.0).abs() < 1e-9
+        );
+        // After SE 2 falls silent for a second, SE 1 gets everything.
+        g.on_arrival(
+            Time::from_millis(1050),
+            &MessageSummary::other_request(se(1)),
+        );
+        assert!(
+            (rate_of(g.feedback_for(Time::from_millis(1050), NeighbourId(1))) - 80.0).abs() < 1e-9
+        );
+        assert_eq!(
+            g.feedback_for(Time::from_millis(1050), NeighbourId(2)),
+            None
+        );
+    }
+}

@@ -1,0 +1,202 @@
+//! rate-occ (relative rate feedback, the OCC occupancy algorithm), Shen, Schulzrinne &
+//! Nahum 2008, §3.7, eq. 3.
+//!
+//! Processor occupancy `ρ` is measured every `T_m` (§3.1 estimator). Every `T_c` the
+//! acceptance fraction is updated multiplicatively, `f ← clamp(φ·f, f_min, 1)` with
+//! `φ = min(ρ_B / ρ, φ_max)` (eq. 3), and every SE is told the same `f`, which makes
+//! the scheme user-centric fair by construction (§6.2.2). `f` starts at 1.
+//!
+//! Defaults (§3.7, Table 2): `ρ_B = 0.85`, `φ_max = 5`, `f_min = 0.02`, `T_c = 200 ms`
+//! (`T_m = 100 ms` in the estimator config; rate-occ2 uses 14 ms for both).
+
+use super::{FeedbackGenerator, ReceiverCore, ReceiverMetrics};
+use crate::active_sources::ActiveSourceConfig;
+use crate::estimation::{sane_interval, EstimatorConfig};
+use crate::fairness::Fairness;
+use crate::types::{
+    Completion, FeedForward, Feedback, FeedbackValue, MessageSummary, NeighbourId, QueueOccupancy,
+};
+use serde::{Deserialize, Serialize};
+use sluice_time::Time;
+use std::time::Duration;
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RateOccConfig {
+    /// `ρ_B`, the target processor occupancy, in `(0, 1]`.
+    pub target_occupancy: f64,
+    /// `T_c`.
+    #[serde(rename = "control_interval_ms", with = "crate::serde_millis")]
+    pub control_interval: Duration,
+    /// `φ_max`, the largest multiplicative increase per interval.
+    pub max_increase: f64,
+    /// `f_min`, the least acceptance fraction.
+    pub min_fraction: f64,
+}
+
+impl Default for RateOccConfig {
+    fn default() -> Self {
+        Self {
+            target_occupancy: 0.85,
+            control_interval: Duration::from_millis(200),
+            max_increase: 5.0,
+            min_fraction: 0.02,
+        }
+    }
+}
+
+/// Eq. 3: the next acceptance fraction from the current one and the measured occupancy.
+/// A measured occupancy of zero (or less, or not a number) means no load at all and
+/// takes the largest increase.
+pub fn next_fraction(
+    fraction: f64,
+    occupancy: f64,
+    target: f64,
+    max_increase: f64,
+    min_fraction: f64,
+) -> f64 {
+    let phi = if occupancy > 0.0 {
+        (target / occupancy).min(max_increase)
+    } else {
+        max_increase
+    };
+    let next = phi * fraction;
+    if next.is_nan() {
+        1.0
+    } else {
+        next.clamp(min_fraction, 1.0)
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct RateOcc {
+    target: f64,
+    control_interval: Duration,
+    max_increase: f64,
+    min_fraction: f64,
+    core: ReceiverCore<()>,
+    next_control: Time,
+    fraction: f64,
+}
+
+impl RateOcc {
+    pub fn new(
+        config: &RateOccConfig,
+        estimator: &EstimatorConfig,
+        sources: &ActiveSourceConfig,
+        now: Time,
+    ) -> Self {
+        let control_interval = sane_interval(config.control_interval);
+        let or = |x: f64, fallback: f64| if x.is_finite() { x } else { fallback };
+        Self {
+            target: or(config.target_occupancy, 0.85).clamp(f64::MIN_POSITIVE, 1.0),
+            control_interval,
+            max_increase: or(config.max_increase, 5.0).max(1.0),
+            min_fraction: or(config.min_fraction, 0.02).clamp(0.0, 1.0),
+            core: ReceiverCore::new(estimator, sources, Fairness::UserCentric, now),
+            next_control: now + control_interval,
+            fraction: 1.0,
+        }
+    }
+
+    /// The current acceptance fraction `f`.
+    pub fn fraction(&self) -> f64 {
+        self.fraction
+    }
+}
+
+impl FeedbackGenerator for RateOcc {
+    fn on_arrival(&mut self, now: Time, message: &MessageSummary) {
+        self.core.arrival(now, message, || ());
+    }
+    fn on_feed_forward(&mut self, now: Time, from: NeighbourId, feed_forward: FeedForward) {
+        self.core.feed_forward(now, from, feed_forward, || ());
+    }
+    fn on_queue(&mut self, _now: Time, queue: QueueOccupancy) {
+        self.core.estimator.on_queue(queue);
+    }
+    fn on_processed(&mut self, _now: Time, completion: &Completion) {
+        self.core.estimator.on_processed(completion);
+    }
+    /// The same fraction for every neighbour: relative feedback needs no allocation.
+    fn feedback_for(&mut self, _now: Time, _neighbour: NeighbourId) -> Option<Feedback> {
+        Some(
+            self.core
+                .stamp(FeedbackValue::AcceptFraction(self.fraction)),
+        )
+    }
+    fn handle_timeout(&mut self, now: Time) {
+        self.core.estimator.handle_timeout(now);
+        if now >= self.next_control {
+            if let Some(rho) = self.core.estimator.occupancy() {
+                self.fraction = next_fraction(
+                    self.fraction,
+                    rho,
+                    self.target,
+                    self.max_increase,
+                    self.min_fraction,
+                );
+            }
+            self.next_control = now + self.control_interval;
+        }
+    }
+    fn poll_timeout(&self) -> Option<Time> {
+        let measure = self.core.estimator.poll_timeout().unwrap_or(Time::MAX);
+        Some(measure.min(self.next_control))
+    }
+    fn metrics(&self) -> ReceiverMetrics {
+        self.core.metrics(Some(self.fraction))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::receiver::test_support::{processed, se};
+
+    #[test]
+    fn eq3_is_multiplicative_with_clamps_at_f_min_phi_max_and_one() {
+        let step = |f, rho| next_fraction(f, rho, 0.85, 5.0, 0.02);
+        // Over target: shrink by ρ_B/ρ.
+        assert!((step(0.5, 1.0) - 0.425).abs() < 1e-12);
+        // Far under target: grow by at most φ_max.
+        assert!((step(0.1, 0.01) - 0.5).abs() < 1e-12);
+        assert!((step(0.1, 0.0) - 0.5).abs() < 1e-12);
+        // Never above 1, never below f_min.
+        assert!((step(0.9, 0.5) - 1.0).abs() < 1e-12);
+        assert!((step(0.021, 1.0) - 0.02).abs() < 1e-12);
+        // Repeated overload bottoms out at f_min and stays there.
+        let mut f = 1.0;
+        for _ in 0..100 {
+            f = step(f, 1.0);
+        }
+        assert!((f - 0.02).abs() < 1e-12);
+        assert!((step(0.5, f64::NAN) - 1.0).abs() < 1e-12);
+    }
+
+    #[test]
+    fn control_uses_the_measured_occupancy_each_interval() {
+        let mut g = RateOcc::new(
+            &RateOccConfig::default(),
+            &EstimatorConfig::default(),
+            &ActiveSourceConfig::default(),
+            Time::ZERO,
+        );
+        // Busy the whole time: 50 × 2 ms per 100 ms interval → ρ = 1.
+        for k in 0..4u64 {
+            for _ in 0..50 {
+                g.on_processed(
+                    Time::from_millis(k * 100 + 1),
+                    &processed(MessageSummary::other_request(se(1)), false),
+                );
+            }
+            g.handle_timeout(Time::from_millis((k + 1) * 100));
+        }
+        // Two control steps (200 ms, 400 ms), each × 0.85.
+        assert!((g.fraction() - 0.85 * 0.85).abs() < 1e-12);
+        let fb = g
+            .feedback_for(Time::from_millis(400), NeighbourId(42))
+            .unwrap();
+        assert_eq!(fb.value, FeedbackValue::AcceptFraction(g.fraction()));
+    }
+}

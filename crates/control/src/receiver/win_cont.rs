@@ -1,0 +1,413 @@
+//! win-cont (window-continuous), Shen, Schulzrinne & Nahum 2008, §3.4, with the improved
+//! allocation of §6.2.1.
+//!
+//! The RE bounds the sessions it holds to `N_sess_max = μ·D_B`. Each SE's window starts
+//! at `W_0` and drops by one per new INVITE received from it. After every processed
+//! message the RE computes the room left, `w_left = N_sess_max − N_sess`, and when it
+//! reaches the overall threshold `W_ovth` hands it out:
+//! - [`WinContAllocation::Share`] (§3.4): each active SE's fractional window grows by its
+//!   share `w_left / N_SE` (or its fed-forward share under double feed); once that
+//!   reaches the individual threshold `W_indvth`, the integer part moves into the
+//!   advertised window and the fraction is carried to the next update.
+//! - [`WinContAllocation::Lottery`] (§6.2.1): the fraction of `w_left` is carried in a
+//!   single RE-wide leftover, and the integer part goes to one SE drawn with
+//!   probability equal to its share (the paper's non-overlapping ranges over 0–100),
+//!   which keeps small windows from being split into fractions that rarely add up.
+//!
+//! Defaults: `D_B = 200 ms` (Table 2), `W_ovth = W_indvth = 1` (§3.4),
+//! `W_0 = 14` (`μ_eng·T_c` with 72 sessions/s and 200 ms, §3.4), share allocation.
+//! Option not in the paper, off by default: deduct windows already granted but not yet
+//! used from `w_left`, which stops grants piling up while SEs are quiet.
+
+use super::{advertised, FeedbackGenerator, ReceiverCore, ReceiverMetrics};
+use crate::active_sources::ActiveSourceConfig;
+use crate::estimation::EstimatorConfig;
+use crate::fairness::{pick_by_share, Fairness};
+use crate::types::{
+    Completion, FeedForward, Feedback, FeedbackValue, MessageSummary, NeighbourId, QueueOccupancy,
+};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use serde::{Deserialize, Serialize};
+use sluice_time::Time;
+use std::time::Duration;
+
+/// How win-cont hands out the room left.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum WinContAllocation {
+    /// §3.4: every SE gets its fractional share, with a per-SE fractional carry.
+    #[default]
+    Share,
+    /// §6.2.1: the whole room goes to one SE drawn in proportion to its share.
+    Lottery,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct WinContConfig {
+    /// `D_B`, the queueing-delay budget (must be positive: `N_sess_max = μ·D_B`).
+    #[serde(rename = "budget_delay_ms", with = "crate::serde_millis")]
+    pub budget_delay: Duration,
+    /// `W_ovth`: least room, in sessions, worth an update (held at 1 or more).
+    pub overall_threshold: f64,
+    /// `W_indvth`: least fractional window moved into an SE's advertised window
+    /// (held at 1 or more, since only whole windows can be advertised).
+    pub individual_threshold: f64,
+    /// `W_0`.
+    pub initial_window: u32,
+    pub allocation: WinContAllocation,
+    /// Subtract granted-but-unused windows from the room left (not in the paper).
+    pub deduct_outstanding: bool,
+}
+
+impl Default for WinContConfig {
+    fn default() -> Self {
+        Self {
+            budget_delay: Duration::from_millis(200),
+            overall_threshold: 1.0,
+            individual_threshold: 1.0,
+            initial_window: 14,
+            allocation: WinContAllocation::Share,
+            deduct_outstanding: false,
+        }
+    }
+}
+
+/// Per-SE state: the whole window advertised and the fraction carried towards the next.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+struct Window {
+    whole: i64,
+    carry: f64,
+}
+
+fn at_least_one(x: f64) -> f64 {
+    if x.is_nan() {
+        1.0
+    } else {
+        x.max(1.0)
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct WinCont {
+    budget_delay: Duration,
+    overall_threshold: f64,
+    individual_threshold: f64,
+    initial_window: i64,
+    allocation: WinContAllocation,
+    deduct_outstanding: bool,
+    core: ReceiverCore<Window>,
+    /// `w_left'` of §6.2.1: the fraction of room not yet handed out.
+    leftover: f64,
+    rng: ChaCha8Rng,
+    granted: u64,
+}
+
+impl WinCont {
+    pub fn new(
+        config: &WinContConfig,
+        estimator: &EstimatorConfig,
+        sources: &ActiveSourceConfig,
+        fairness: Fairness,
+        seed: u64,
+        now: Time,
+    ) -> Self {
+        Self {
+            budget_delay: config.budget_delay,
+            overall_threshold: at_least_one(config.overall_threshold),
+            individual_threshold: at_least_one(config.individual_threshold),
+            initial_window: i64::from(config.initial_window),
+            allocation: config.allocation,
+            deduct_outstanding: config.deduct_outstanding,
+            core: ReceiverCore::new(estimator, sources, fairness, now),
+            leftover: 0.0,
+            rng: ChaCha8Rng::seed_from_u64(seed),
+            granted: 0,
+        }
+    }
+
+    fn fresh(&self) -> impl FnOnce() -> Window {
+        let whole = self.initial_window;
+        move || Window { whole, carry: 0.0 }
+    }
+
+    /// Whole windows handed out since start.
+    pub fn granted(&self) -> u64 {
+        self.granted
+    }
+
+    /// The room-left update the paper runs after every processed message.
+    fn allocate(&mut self, now: Time) {
+        let shares = self.core.shares(now);
+        if shares.is_empty() {
+            return;
+        }
+        let max_sessions =
+            self.core.estimator.control_service_rate() * self.budget_delay.as_secs_f64();
+        let mut room = max_sessions - self.core.estimator.sessions_in_system();
+        if self.deduct_outstanding {
+            room -= self
+                .core
+                .sources
+                .iter()
+                .map(|(_, s)| s.state.whole.max(0) as f64)
+                .sum::<f64>();
+        }
+        match self.allocation {
+            WinContAllocation::Share => {
+                if room < self.overall_threshold {
+                    return;
+                }
+                for (id, share) in shares {
+                    let Some(source) = self.core.sources.get_mut(now, id) else {
+                        continue;
+                    };
+                    let w = &mut source.state;
+                    w.carry += room * share;
+                    if w.carry >= self.individual_threshold {
+                        let whole = w.carry.floor();
+                        w.whole = w.whole.saturating_add(whole as i64);
+                        w.carry -= whole;
+                        self.granted = self.granted.saturating_add(whole as u64);
+                    }
+                }
+            }
+            WinContAllocation::Lottery => {
+                let room = room + self.leftover;
+                if room < self.overall_threshold {
+                    return;
+                }
+                let whole = room.floor();
+                self.leftover = room - whole;
+                let draw: f64 = self.rng.gen();
+                if let Some(id) = pick_by_share(&shares, draw) {
+                    if let Some(source) = self.core.sources.get_mut(now, id) {
+                        source.state.whole = source.state.whole.saturating_add(whole as i64);
+                        self.granted = self.granted.saturating_add(whole as u64);
+                    }
+                }
+            }
+        }
+    }
+}
+
+impl FeedbackGenerator for WinCont {
+    fn on_arrival(&mut self, now: Time, message: &MessageSummary) {
+        let fresh = self.fresh();
+        if let Some(source) = self.core.arrival(now, message, fresh) {
+            if message.is_session_start() {
+                source.state.whole -= 1;
+            }
+        }
+    }
+    fn on_feed_forward(&mut self, now: Time, from: NeighbourId, feed_forward: FeedForward) {
+        let fresh = self.fresh();
+        self.core.feed_forward(now, from, feed_forward, fresh);
+    }
+    fn on_queue(&mut self, _now: Time, queue: QueueOccupancy) {
+        self.core.estimator.on_queue(queue);
+    }
+    fn on_processed(&mut self, now: Time, completion: &Completion) {
+        self.core.estimator.on_processed(completion);
+        self.allocate(now);
+    }
+    fn feedback_for(&mut self, now: Time, neighbour: NeighbourId) -> Option<Feedback> {
+        let window = self.core.sources.get_mut(now, neighbour)?.state.whole;
+        Some(self.core.stamp(FeedbackValue::Window(advertised(window))))
+    }
+    fn handle_timeout(&mut self, now: Time) {
+        self.core.estimator.handle_timeout(now);
+    }
+    fn poll_timeout(&self) -> Option<Time> {
+        self.core.estimator.poll_timeout()
+    }
+    fn metrics(&self) -> ReceiverMetrics {
+        let total = self
+            .core
+            .sources
+            .iter()
+            .map(|(_, s)| s.state.whole.max(0) as f64)
+            .sum();
+        self.core.metrics(Some(total))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::receiver::test_support::{processed, se, window_of};
+
+    /// With the default 5/s floor and no measurement, `N_sess_max = 5 · 0.2 = 1`.
+    /// A 20/s floor gives `N_sess_max = 4` without having to drive the estimator.
+    fn win_cont(config: &WinContConfig, fairness: Fairness, floor: f64) -> WinCont {
+        let est = EstimatorConfig {
+            service_rate_floor: floor,
+            ..Default::default()
+        };
+        WinCont::new(
+            config,
+            &est,
+            &ActiveSourceConfig::default(),
+            fairness,
+            7,
+            Time::ZERO,
+        )
+    }
+
+    fn other(id: u32) -> Completion {
+        processed(MessageSummary::other_request(se(id)), false)
+    }
+
+    #[test]
+    fn fractional_carry_accumulates_into_whole_windows() {
+        // Room 5/s · 250 ms = 1.25 split among 4 SEs: 0.3125 each per processed
+        // message (all exact in binary, so the boundaries are exact too).
+        let cfg = WinContConfig {
+            initial_window: 0,
+            budget_delay: Duration::from_millis(250),
+            ..Default::default()
+        };
+        let mut g = win_cont(&cfg, Fairness::ProviderCentric, 5.0);
+        let t = Time::from_millis(1);
+        for id in 1..=4 {
+            g.on_arrival(t, &MessageSummary::other_request(se(id)));
+        }
+        let mut seen = Vec::new();
+        for _ in 0..16 {
+            g.on_processed(t, &other(1));
+            seen.push(window_of(g.feedback_for(t, NeighbourId(1))));
+        }
+        // Whole windows appear at 0.3125·k ≥ 1, 2, ... : after messages 4, 7, 10, 13, 16.
+        assert_eq!(seen, vec![0, 0, 0, 1, 1, 1, 2, 2, 2, 3, 3, 3, 4, 4, 4, 5]);
+        // Nothing is lost: 16 · 1.25 = 20 windows in total across the four SEs.
+        assert_eq!(g.granted(), 20);
+        for id in 2..=4 {
+            assert_eq!(window_of(g.feedback_for(t, NeighbourId(id))), 5);
+        }
+    }
+
+    #[test]
+    fn no_grant_below_the_overall_threshold_and_invites_consume_windows() {
+        let cfg = WinContConfig {
+            initial_window: 2,
+            overall_threshold: 2.0,
+            ..Default::default()
+        };
+        // N_sess_max = 1.5 < W_ovth = 2: nothing is handed out.
+        let mut g = win_cont(&cfg, Fairness::ProviderCentric, 7.5);
+        let t = Time::from_millis(1);
+        g.on_arrival(t, &MessageSummary::new_session(se(1)));
+        for _ in 0..10 {
+            g.on_processed(t, &other(1));
+        }
+        assert_eq!(window_of(g.feedback_for(t, NeighbourId(1))), 1);
+        g.on_arrival(t, &MessageSummary::new_session(se(1)));
+        g.on_arrival(t, &MessageSummary::new_session(se(1)));
+        // Overdrawn windows are advertised as zero.
+        assert_eq!(window_of(g.feedback_for(t, NeighbourId(1))), 0);
+    }
+
+    #[test]
+    fn a_full_server_grants_nothing() {
+        let mut g = win_cont(&WinContConfig::default(), Fairness::ProviderCentric, 20.0);
+        let t = Time::from_millis(1);
+        g.on_arrival(t, &MessageSummary::other_request(se(1)));
+        // N_sess = 4 = N_sess_max: no room.
+        g.on_queue(
+            t,
+            QueueOccupancy {
+                invites: 4,
+                non_invites: 0,
+            },
+        );
+        g.on_processed(t, &other(1));
+        assert_eq!(g.granted(), 0);
+        assert_eq!(window_of(g.feedback_for(t, NeighbourId(1))), 14);
+    }
+
+    #[test]
+    fn deducting_outstanding_grants_bounds_the_total_window() {
+        let cfg = WinContConfig {
+            initial_window: 0,
+            deduct_outstanding: true,
+            ..Default::default()
+        };
+        let mut g = win_cont(&cfg, Fairness::ProviderCentric, 20.0);
+        let t = Time::from_millis(1);
+        g.on_arrival(t, &MessageSummary::other_request(se(1)));
+        for _ in 0..100 {
+            g.on_processed(t, &other(1));
+        }
+        // Without deduction 100 updates would grant 400; with it, at most N_sess_max.
+        assert_eq!(window_of(g.feedback_for(t, NeighbourId(1))), 4);
+    }
+
+    #[test]
+    fn lottery_allocation_follows_fed_forward_shares() {
+        let cfg = WinContConfig {
+            initial_window: 0,
+            allocation: WinContAllocation::Lottery,
+            ..Default::default()
+        };
+        // Room 1.5 per update: one whole window each time, the half carried over.
+        let mut g = win_cont(&cfg, Fairness::UserCentric, 7.5);
+        let t = Time::from_millis(1);
+        for (id, load) in [(1, 10.0), (2, 30.0), (3, 60.0)] {
+            g.on_feed_forward(t, NeighbourId(id), FeedForward { offered_rate: load });
+        }
+        for _ in 0..20_000 {
+            g.on_processed(t, &other(1));
+        }
+        let windows: Vec<f64> = (1..=3)
+            .map(|id| f64::from(window_of(g.feedback_for(t, NeighbourId(id)))))
+            .collect();
+        let total: f64 = windows.iter().sum();
+        // Carried halves add a second window every other update: 1.5 per update.
+        assert!((total - 30_000.0).abs() <= 1.0, "total {total}");
+        for (w, expected) in windows.iter().zip([0.1, 0.3, 0.6]) {
+            assert!(
+                (w / total - expected).abs() < 0.015,
+                "share {} vs {expected}",
+                w / total
+            );
+        }
+    }
+
+    #[test]
+    fn same_seed_same_lottery() {
+        let run = |seed| {
+            let cfg = WinContConfig {
+                initial_window: 0,
+                allocation: WinContAllocation::Lottery,
+                ..Default::default()
+            };
+            let est = EstimatorConfig {
+                service_rate_floor: 7.5,
+                ..Default::default()
+            };
+            let mut g = WinCont::new(
+                &cfg,
+                &est,
+                &ActiveSourceConfig::default(),
+                Fairness::ProviderCentric,
+                seed,
+                Time::ZERO,
+            );
+            let t = Time::from_millis(1);
+            for id in 1..=3 {
+                g.on_arrival(t, &MessageSummary::other_request(se(id)));
+            }
+            (0..200)
+                .map(|_| {
+                    g.on_processed(t, &other(1));
+                    (1..=3)
+                        .map(|id| window_of(g.feedback_for(t, NeighbourId(id))))
+                        .collect::<Vec<_>>()
+                })
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(run(1), run(1));
+        assert_ne!(run(1), run(2));
+    }
+}

@@ -1,0 +1,259 @@
+//! win-disc (window-discrete), Shen, Schulzrinne & Nahum 2008, §3.3.
+//!
+//! Each SE has a window `w_i`, starting at `W_0`, decremented for every new INVITE the
+//! RE receives from it. At the end of every control interval `T_c` the RE computes the
+//! total it can accept next interval within the queueing-delay budget `D_B`,
+//! `w = μ·T_c + μ·D_B − N_sess`, and sets every active SE's window to its share of `w`,
+//! rounded: `round(w / N_SE)` provider-centric, or in proportion to fed-forward load
+//! under double feed (§6.2.1). `μ` and `N_sess` come from §3.1, `N_SE` from §3.2.
+//!
+//! Defaults (Table 2): `D_B = 200 ms`, `T_c = 200 ms` (`T_m = 100 ms` lives in the
+//! estimator config). `W_0 = 14`, the paper's suggested `μ_eng·T_c` with its 72
+//! sessions/s engineered rate and `T_c = 200 ms`.
+
+use super::{advertised, FeedbackGenerator, ReceiverCore, ReceiverMetrics};
+use crate::active_sources::ActiveSourceConfig;
+use crate::estimation::{sane_interval, EstimatorConfig};
+use crate::fairness::Fairness;
+use crate::types::{
+    Completion, FeedForward, Feedback, FeedbackValue, MessageSummary, NeighbourId, QueueOccupancy,
+};
+use serde::{Deserialize, Serialize};
+use sluice_time::Time;
+use std::time::Duration;
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct WinDiscConfig {
+    /// `D_B`, the queueing-delay budget.
+    #[serde(rename = "budget_delay_ms", with = "crate::serde_millis")]
+    pub budget_delay: Duration,
+    /// `T_c`, the control interval.
+    #[serde(rename = "control_interval_ms", with = "crate::serde_millis")]
+    pub control_interval: Duration,
+    /// `W_0`, each SE's window before the first control interval.
+    pub initial_window: u32,
+}
+
+impl Default for WinDiscConfig {
+    fn default() -> Self {
+        Self {
+            budget_delay: Duration::from_millis(200),
+            control_interval: Duration::from_millis(200),
+            initial_window: 14,
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct WinDisc {
+    budget_delay: Duration,
+    control_interval: Duration,
+    initial_window: i64,
+    core: ReceiverCore<i64>,
+    next_control: Time,
+    total_window: Option<f64>,
+}
+
+impl WinDisc {
+    pub fn new(
+        config: &WinDiscConfig,
+        estimator: &EstimatorConfig,
+        sources: &ActiveSourceConfig,
+        fairness: Fairness,
+        now: Time,
+    ) -> Self {
+        let control_interval = sane_interval(config.control_interval);
+        Self {
+            budget_delay: config.budget_delay,
+            control_interval,
+            initial_window: i64::from(config.initial_window),
+            core: ReceiverCore::new(estimator, sources, fairness, now),
+            next_control: now + control_interval,
+            total_window: None,
+        }
+    }
+
+    fn control(&mut self, now: Time) {
+        let mu = self.core.estimator.control_service_rate();
+        let horizon = (self.control_interval + self.budget_delay).as_secs_f64();
+        let total = (mu * horizon - self.core.estimator.sessions_in_system()).max(0.0);
+        self.total_window = Some(total);
+        for (id, share) in self.core.shares(now) {
+            if let Some(source) = self.core.sources.get_mut(now, id) {
+                // `as` saturates, so even an absurd estimate cannot wrap.
+                source.state = (total * share).round() as i64;
+            }
+        }
+    }
+}
+
+impl FeedbackGenerator for WinDisc {
+    fn on_arrival(&mut self, now: Time, message: &MessageSummary) {
+        let w0 = self.initial_window;
+        if let Some(source) = self.core.arrival(now, message, || w0) {
+            if message.is_session_start() {
+                source.state -= 1;
+            }
+        }
+    }
+    fn on_feed_forward(&mut self, now: Time, from: NeighbourId, feed_forward: FeedForward) {
+        let w0 = self.initial_window;
+        self.core.feed_forward(now, from, feed_forward, || w0);
+    }
+    fn on_queue(&mut self, _now: Time, queue: QueueOccupancy) {
+        self.core.estimator.on_queue(queue);
+    }
+    fn on_processed(&mut self, _now: Time, completion: &Completion) {
+        self.core.estimator.on_processed(completion);
+    }
+    fn feedback_for(&mut self, now: Time, neighbour: NeighbourId) -> Option<Feedback> {
+        let window = self.core.sources.get_mut(now, neighbour)?.state;
+        Some(self.core.stamp(FeedbackValue::Window(advertised(window))))
+    }
+    fn handle_timeout(&mut self, now: Time) {
+        // Measurement first, so a control step at the same instant sees the fresh μ.
+        self.core.estimator.handle_timeout(now);
+        if now >= self.next_control {
+            self.control(now);
+            self.next_control = now + self.control_interval;
+        }
+    }
+    fn poll_timeout(&self) -> Option<Time> {
+        let measure = self.core.estimator.poll_timeout().unwrap_or(Time::MAX);
+        Some(measure.min(self.next_control))
+    }
+    fn metrics(&self) -> ReceiverMetrics {
+        self.core.metrics(self.total_window)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::receiver::test_support::{processed, se, window_of};
+
+    fn win_disc(fairness: Fairness) -> WinDisc {
+        let est = EstimatorConfig {
+            smoothing_weight: 1.0,
+            ..Default::default()
+        };
+        WinDisc::new(
+            &WinDiscConfig::default(),
+            &est,
+            &ActiveSourceConfig::default(),
+            fairness,
+            Time::ZERO,
+        )
+    }
+
+    /// Drives both timers up to `until`.
+    fn run_timers(g: &mut WinDisc, until: Time) {
+        while let Some(t) = g.poll_timeout().filter(|t| *t <= until) {
+            g.handle_timeout(t);
+        }
+    }
+
+    #[test]
+    fn windows_start_at_w0_and_shrink_with_each_new_invite() {
+        let mut g = win_disc(Fairness::ProviderCentric);
+        let now = Time::from_millis(1);
+        g.on_arrival(now, &MessageSummary::new_session(se(1)));
+        g.on_arrival(now, &MessageSummary::new_session(se(1)));
+        g.on_arrival(now, &MessageSummary::repeated_invite(se(1)));
+        g.on_arrival(now, &MessageSummary::other_request(se(1)));
+        assert_eq!(window_of(g.feedback_for(now, NeighbourId(1))), 12);
+        // A neighbour the RE has not heard from gets no feedback.
+        assert_eq!(g.feedback_for(now, NeighbourId(9)), None);
+    }
+
+    #[test]
+    fn control_interval_sets_the_budget_window_split_equally() {
+        let mut g = win_disc(Fairness::ProviderCentric);
+        // Backlog: 4 INVITEs and 12 other messages: N_sess = 4 + 12/6 = 6.
+        g.on_queue(
+            Time::ZERO,
+            QueueOccupancy {
+                invites: 4,
+                non_invites: 12,
+            },
+        );
+        // 10 accepted INVITEs in the first 100 ms and again in the second: μ = 100/s.
+        for step in [Time::from_millis(50), Time::from_millis(150)] {
+            for id in 1..=3 {
+                g.on_arrival(step, &MessageSummary::other_request(se(id)));
+            }
+            for _ in 0..10 {
+                g.on_processed(step, &processed(MessageSummary::new_session(se(1)), true));
+            }
+            for _ in 0..60 {
+                g.on_processed(
+                    step,
+                    &processed(MessageSummary::other_request(se(1)), false),
+                );
+            }
+            run_timers(&mut g, step + Duration::from_millis(50));
+        }
+        // w = 100·0.2 + 100·0.2 − 6 = 34; each of 3 SEs gets round(34/3) = 11.
+        assert!((g.metrics().control_value.unwrap() - 34.0).abs() < 1e-9);
+        for id in 1..=3 {
+            assert_eq!(
+                window_of(g.feedback_for(Time::from_millis(200), NeighbourId(id))),
+                11
+            );
+        }
+        assert_eq!(g.poll_timeout(), Some(Time::from_millis(300)));
+    }
+
+    #[test]
+    fn double_feed_splits_the_window_in_proportion_to_offered_load() {
+        let mut g = win_disc(Fairness::UserCentric);
+        for (id, load) in [(1, 10.0), (2, 30.0), (3, 60.0)] {
+            g.on_feed_forward(
+                Time::from_millis(10),
+                NeighbourId(id),
+                FeedForward { offered_rate: load },
+            );
+        }
+        // 25 accepted INVITEs per 100 ms: μ = 250/s, empty queue: w = 250·0.4 = 100.
+        for step in [Time::from_millis(50), Time::from_millis(150)] {
+            for _ in 0..25 {
+                g.on_processed(step, &processed(MessageSummary::new_session(se(1)), true));
+            }
+            run_timers(&mut g, step + Duration::from_millis(50));
+        }
+        run_timers(&mut g, Time::from_millis(200));
+        let windows: Vec<u32> = (1..=3)
+            .map(|id| window_of(g.feedback_for(Time::from_millis(200), NeighbourId(id))))
+            .collect();
+        assert_eq!(windows, vec![10, 30, 60]);
+    }
+
+    #[test]
+    fn backlog_beyond_the_budget_closes_every_window() {
+        let mut g = win_disc(Fairness::ProviderCentric);
+        g.on_arrival(Time::ZERO, &MessageSummary::new_session(se(1)));
+        g.on_queue(
+            Time::ZERO,
+            QueueOccupancy {
+                invites: 400,
+                non_invites: 0,
+            },
+        );
+        run_timers(&mut g, Time::from_millis(200));
+        assert_eq!(
+            window_of(g.feedback_for(Time::from_millis(200), NeighbourId(1))),
+            0
+        );
+        assert_eq!(g.metrics().control_value, Some(0.0));
+    }
+
+    #[test]
+    fn feedback_sequence_numbers_increase() {
+        let mut g = win_disc(Fairness::ProviderCentric);
+        g.on_arrival(Time::ZERO, &MessageSummary::new_session(se(1)));
+        let a = g.feedback_for(Time::ZERO, NeighbourId(1)).unwrap().sequence;
+        let b = g.feedback_for(Time::ZERO, NeighbourId(1)).unwrap().sequence;
+        assert!(b > a);
+    }
+}
