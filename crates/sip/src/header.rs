@@ -61,45 +61,84 @@ impl HeaderName {
 
     /// Classifies a raw header name, case-insensitively, accepting compact forms.
     pub fn from_bytes(name: &[u8]) -> HeaderName {
-        // Dispatch on length first: almost every name is then settled by one comparison.
-        let eq = |s: &str| name.eq_ignore_ascii_case(s.as_bytes());
-        match name.len() {
-            1 => match name[0].to_ascii_lowercase() {
-                b'v' => HeaderName::Via,
-                b'i' => HeaderName::CallId,
-                b'l' => HeaderName::ContentLength,
-                b'f' => HeaderName::From,
-                b't' => HeaderName::To,
-                b'm' => HeaderName::Contact,
-                b'c' => HeaderName::ContentType,
-                b'k' => HeaderName::Supported,
-                b's' => HeaderName::Subject,
-                b'e' => HeaderName::ContentEncoding,
-                _ => HeaderName::Other,
-            },
-            2 if eq("To") => HeaderName::To,
-            3 if eq("Via") => HeaderName::Via,
-            4 if eq("CSeq") => HeaderName::CSeq,
-            4 if eq("From") => HeaderName::From,
-            5 if eq("Route") => HeaderName::Route,
-            5 if eq("Allow") => HeaderName::Allow,
-            7 if eq("Call-ID") => HeaderName::CallId,
-            7 if eq("Contact") => HeaderName::Contact,
-            7 if eq("Subject") => HeaderName::Subject,
-            7 if eq("Require") => HeaderName::Require,
-            7 if eq("Expires") => HeaderName::Expires,
-            9 if eq("Supported") => HeaderName::Supported,
-            9 if eq("Timestamp") => HeaderName::Timestamp,
-            11 if eq("Retry-After") => HeaderName::RetryAfter,
-            11 if eq("Unsupported") => HeaderName::Unsupported,
-            12 if eq("Max-Forwards") => HeaderName::MaxForwards,
-            12 if eq("Content-Type") => HeaderName::ContentType,
-            12 if eq("Record-Route") => HeaderName::RecordRoute,
-            13 if eq("Proxy-Require") => HeaderName::ProxyRequire,
-            14 if eq("Content-Length") => HeaderName::ContentLength,
-            16 if eq("Content-Encoding") => HeaderName::ContentEncoding,
-            17 if eq("Resource-Priority") => HeaderName::ResourcePriority,
-            _ => HeaderName::Other,
+        // Dispatch on length and first letter: each name is then settled by one comparison.
+        let Some(&first) = name.first() else {
+            return HeaderName::Other;
+        };
+        let first = first.to_ascii_lowercase();
+        let candidate = match (name.len(), first) {
+            (1, _) => {
+                return match first {
+                    b'v' => HeaderName::Via,
+                    b'i' => HeaderName::CallId,
+                    b'l' => HeaderName::ContentLength,
+                    b'f' => HeaderName::From,
+                    b't' => HeaderName::To,
+                    b'm' => HeaderName::Contact,
+                    b'c' => HeaderName::ContentType,
+                    b'k' => HeaderName::Supported,
+                    b's' => HeaderName::Subject,
+                    b'e' => HeaderName::ContentEncoding,
+                    _ => HeaderName::Other,
+                }
+            }
+            (2, b't') => HeaderName::To,
+            (3, b'v') => HeaderName::Via,
+            (4, b'c') => HeaderName::CSeq,
+            (4, b'f') => HeaderName::From,
+            (5, b'r') => HeaderName::Route,
+            (5, b'a') => HeaderName::Allow,
+            (7, b'c') if name[1].eq_ignore_ascii_case(&b'a') => HeaderName::CallId,
+            (7, b'c') => HeaderName::Contact,
+            (7, b's') => HeaderName::Subject,
+            (7, b'r') => HeaderName::Require,
+            (7, b'e') => HeaderName::Expires,
+            (9, b's') => HeaderName::Supported,
+            (9, b't') => HeaderName::Timestamp,
+            (11, b'r') => HeaderName::RetryAfter,
+            (11, b'u') => HeaderName::Unsupported,
+            (12, b'm') => HeaderName::MaxForwards,
+            (12, b'c') => HeaderName::ContentType,
+            (12, b'r') => HeaderName::RecordRoute,
+            (13, b'p') => HeaderName::ProxyRequire,
+            (14, b'c') => HeaderName::ContentLength,
+            (16, b'c') => HeaderName::ContentEncoding,
+            (17, b'r') => HeaderName::ResourcePriority,
+            _ => return HeaderName::Other,
+        };
+        if eq_fold(name, candidate.lowercase()) {
+            candidate
+        } else {
+            HeaderName::Other
+        }
+    }
+
+    /// The canonical name in lower case, for case-folding comparisons.
+    const fn lowercase(self) -> &'static [u8] {
+        match self {
+            HeaderName::Via => b"via",
+            HeaderName::CallId => b"call-id",
+            HeaderName::CSeq => b"cseq",
+            HeaderName::MaxForwards => b"max-forwards",
+            HeaderName::ContentLength => b"content-length",
+            HeaderName::From => b"from",
+            HeaderName::To => b"to",
+            HeaderName::Contact => b"contact",
+            HeaderName::ContentType => b"content-type",
+            HeaderName::Route => b"route",
+            HeaderName::RecordRoute => b"record-route",
+            HeaderName::RetryAfter => b"retry-after",
+            HeaderName::Supported => b"supported",
+            HeaderName::Subject => b"subject",
+            HeaderName::ContentEncoding => b"content-encoding",
+            HeaderName::Timestamp => b"timestamp",
+            HeaderName::Require => b"require",
+            HeaderName::ProxyRequire => b"proxy-require",
+            HeaderName::Unsupported => b"unsupported",
+            HeaderName::ResourcePriority => b"resource-priority",
+            HeaderName::Allow => b"allow",
+            HeaderName::Expires => b"expires",
+            HeaderName::Other => b"",
         }
     }
 
@@ -120,6 +159,38 @@ impl HeaderName {
                 | HeaderName::ContentEncoding
                 | HeaderName::ResourcePriority
         )
+    }
+}
+
+/// Exact case-insensitive equality against a lower-case name made of letters and `-`.
+/// Setting bit 0x20 folds ASCII letters; the one other byte it maps into such a name is CR
+/// (onto `-`), which is excluded explicitly. A match therefore also proves `name` a token.
+/// Names of eight bytes or more are compared a word at a time, the last word overlapping.
+fn eq_fold(name: &[u8], lower: &[u8]) -> bool {
+    if name.len() != lower.len() {
+        return false;
+    }
+    if name.len() < 8 {
+        return name.iter().zip(lower).all(|(&a, &b)| (a | 0x20) == b && a != b'\r');
+    }
+    let word = |s: &[u8], at: usize| {
+        let mut w = [0u8; 8];
+        w.copy_from_slice(&s[at..at + 8]);
+        u64::from_le_bytes(w)
+    };
+    let last = name.len() - 8;
+    let mut at = 0;
+    loop {
+        let w = word(name, at);
+        let cr = w ^ 0x0d0d_0d0d_0d0d_0d0d;
+        let has_cr = cr.wrapping_sub(0x0101_0101_0101_0101) & !cr & 0x8080_8080_8080_8080;
+        if (w | 0x2020_2020_2020_2020) != word(lower, at) || has_cr != 0 {
+            return false;
+        }
+        if at == last {
+            return true;
+        }
+        at = (at + 8).min(last);
     }
 }
 
@@ -144,6 +215,10 @@ mod tests {
             ("e", HeaderName::ContentEncoding),
             ("max-FORWARDS", HeaderName::MaxForwards),
             ("x-custom", HeaderName::Other),
+            ("Call\rID", HeaderName::Other),
+            ("Content-Lengtx", HeaderName::Other),
+            ("CONTENT-LENGTH", HeaderName::ContentLength),
+            ("Resource-Priority", HeaderName::ResourcePriority),
         ] {
             assert_eq!(HeaderName::from_bytes(raw.as_bytes()), id, "{raw}");
         }

@@ -228,11 +228,9 @@ impl Message {
                 pos = next;
                 break; // the empty line ending the header section
             }
-            if matches!(b[pos], b' ' | b'\t') {
-                // A continuation line with no header to continue.
-                return Err(ParseError::new(ErrorKind::BadHeaderName, pos));
-            }
-            let Some(colon) = memchr::memchr(b':', &b[pos..content_end]).map(|c| c + pos) else {
+            // The colon ends the name (white space may precede it: HCOLON). A known name is
+            // proved a token by matching its spelling; only other names are scanned for tokens.
+            let Some(colon) = scan::find_byte(&b[pos..content_end], b':').map(|c| c + pos) else {
                 return Err(ParseError::new(ErrorKind::BadHeaderName, pos));
             };
             let mut name_end = colon;
@@ -240,7 +238,9 @@ impl Message {
                 name_end -= 1;
             }
             let name_bytes = &b[pos..name_end];
-            if !scan::is_token_str(name_bytes) {
+            let name = HeaderName::from_bytes(name_bytes);
+            if name == HeaderName::Other && !scan::is_token_str(name_bytes) {
+                // Also catches a continuation line with no header to continue.
                 return Err(ParseError::new(ErrorKind::BadHeaderName, pos));
             }
             // Line folding (RFC 3261 §7.3.1): lines starting with SP/HT continue this field.
@@ -266,7 +266,6 @@ impl Message {
                     pos,
                 ));
             }
-            let name = HeaderName::from_bytes(name_bytes);
             let index = msg.headers.len();
             msg.headers.push(HeaderSpan {
                 name,
@@ -318,7 +317,8 @@ impl Message {
                 }
             }
             HeaderName::CallId if self.call_id.is_none() => {
-                if v.is_empty() || v.iter().any(|&c| scan::is_lws(c)) {
+                // Only emptiness is checked here; inner white space is left to `validate`.
+                if v.is_empty() {
                     return Err(ParseError::new(
                         ErrorKind::BadHeaderValue { header: "Call-ID" },
                         at,
@@ -564,30 +564,33 @@ impl<'a> Iterator for HeaderValues<'a> {
 }
 
 /// Finds the end of the line starting at `pos`: returns (end of content, start of next line).
-/// Accepts a bare LF as well as CRLF, as robust SIP stacks do.
+/// Accepts a bare LF as well as CRLF, as robust SIP stacks do. Inlined, with the error built
+/// out of line, because it runs once per header line.
+#[inline(always)]
 fn line_at(b: &[u8], pos: usize, limits: &Limits) -> Result<(usize, usize)> {
     let window_end = b.len().min(pos + limits.max_line_length + 2);
-    match memchr::memchr(b'\n', &b[pos..window_end]) {
-        Some(i) => {
-            let lf = pos + i;
-            let content_end = if lf > pos && b[lf - 1] == b'\r' { lf - 1 } else { lf };
-            if content_end - pos > limits.max_line_length {
-                return Err(ParseError::new(
-                    ErrorKind::LineTooLong {
-                        limit: limits.max_line_length,
-                    },
-                    pos,
-                ));
-            }
-            Ok((content_end, lf + 1))
+    if let Some(i) = scan::find_byte(&b[pos..window_end], b'\n') {
+        let lf = pos + i;
+        let content_end = if lf > pos && b[lf - 1] == b'\r' { lf - 1 } else { lf };
+        if content_end - pos <= limits.max_line_length {
+            return Ok((content_end, lf + 1));
         }
-        None if window_end < b.len() => Err(ParseError::new(
+    }
+    Err(line_error(b, pos, window_end, limits))
+}
+
+#[cold]
+#[inline(never)]
+fn line_error(b: &[u8], pos: usize, window_end: usize, limits: &Limits) -> ParseError {
+    if window_end == b.len() && scan::find_byte(&b[pos..], b'\n').is_none() {
+        ParseError::new(ErrorKind::Truncated, b.len())
+    } else {
+        ParseError::new(
             ErrorKind::LineTooLong {
                 limit: limits.max_line_length,
             },
             pos,
-        )),
-        None => Err(ParseError::new(ErrorKind::Truncated, b.len())),
+        )
     }
 }
 
@@ -630,8 +633,10 @@ fn parse_start_line(buf: &Bytes, start: usize, end: usize) -> Result<StartLine> 
         return Err(bad(ErrorKind::UnsupportedVersion, sp2 + 1));
     }
     let uri = &line[sp1 + 1..sp2];
-    // White space inside the Request-URI must be escaped (RFC 3261 §25.1).
-    if uri.is_empty() || uri.iter().any(|&c| c <= b' ' || c == 0x7f) {
+    // White space inside the Request-URI must be escaped (RFC 3261 §25.1); with the first and
+    // last space delimiting it, one more space is the only way to have some. Control
+    // characters are left to `validate`, which parses the URI.
+    if uri.is_empty() || scan::find_byte(uri, b' ').is_some() {
         return Err(bad(ErrorKind::BadUri, sp1 + 1));
     }
     Ok(StartLine::Request {
@@ -658,6 +663,27 @@ fn parse_cseq(buf: &Bytes, value: Span) -> Result<CSeq> {
 /// The branch of the first value of a Via header, without allocating: the one Via fact the
 /// admission path needs. Returns the span relative to `v`.
 fn top_via_branch(v: &[u8]) -> std::result::Result<Option<Span>, ()> {
+    // Fast path for the common spelling: `;branch=` in the first value, no quote or comma
+    // before it. Anything unusual falls through to the general parameter parser.
+    let mut from = 0;
+    while let Some(i) = scan::find_any3(&v[from..], b';', b',', b'"').map(|i| i + from) {
+        if v[i] != b';' {
+            break;
+        }
+        if v[i + 1..].starts_with(b"branch=") {
+            let start = i + 1 + b"branch=".len();
+            let len = v[start..]
+                .iter()
+                .position(|&c| !scan::is_token(c))
+                .unwrap_or(v.len() - start);
+            let after = v.get(start + len).copied();
+            if len > 0 && matches!(after, None | Some(b';' | b',' | b' ' | b'\t' | b'\r')) {
+                return Ok(Some(Span::new(start, start + len)));
+            }
+            break;
+        }
+        from = i + 1;
+    }
     let first_end = scan::find_unquoted(v, b',')?.unwrap_or(v.len());
     let first = &v[..first_end];
     let Some(semi) = memchr::memchr(b';', first) else {

@@ -41,6 +41,11 @@ impl Message {
                 ));
             }
         }
+        if let Some(id) = self.call_id() {
+            if id.iter().any(|&c| c.is_ascii_whitespace() || c.is_ascii_control()) {
+                return Err(bad_value("Call-ID", id));
+            }
+        }
         for (name, label) in SINGLE_VALUED {
             let mut values = self.headers().filter(|h| h.name == name).map(|h| h.value);
             if let Some(first) = values.next() {
