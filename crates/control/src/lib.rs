@@ -48,6 +48,16 @@
 //!
 //! Within one instant the order of independent events does not matter to the
 //! controllers; the simulator should still fix one so runs repeat exactly.
+//!
+//! # Known limitation: window feedback starves when it cannot be delivered
+//! An SE learns its window only from messages the RE sends it. An SE that has spent its
+//! window and has no session in call setup hears nothing until its next BYE traffic
+//! (or the 1 s window probe), while the RE keeps re-issuing windows it cannot deliver.
+//! Because `μ` is an *acceptance* rate, unused windows lower `μ`, which shrinks the
+//! windows further. In `tests/closed_loop.rs`'s toy loop this settles at a few percent
+//! of capacity for win-disc with double-feed shares, and for win-cont with the §6.2.1
+//! lottery; equal shares and rate-abs are unaffected. The simulator should check this
+//! with the real call flow before trusting window results under unequal shares.
 
 pub mod active_sources;
 pub mod admission;
