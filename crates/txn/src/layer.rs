@@ -3,11 +3,10 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::hash::{Hash, Hasher};
-use std::net::{Ipv4Addr, Ipv6Addr};
 use std::time::Duration;
 
 use bytes::Bytes;
-use sluice_sip::{edit, Host, Message, Method};
+use sluice_sip::{edit, HeaderName, Message, Method};
 use sluice_time::Time;
 
 use crate::slab::Slab;
@@ -37,22 +36,14 @@ struct ServerKey {
     port: u16,
 }
 
-/// The host of a sent-by. Host names compare case-insensitively (RFC 3261 §19.1.4).
+/// The host of a sent-by as written. Host names compare case-insensitively (RFC 3261
+/// §19.1.4); addresses compare as text, which is how every sender copies its own Via.
 #[derive(Clone, Debug)]
-enum SentByHost {
-    V4(Ipv4Addr),
-    V6(Ipv6Addr),
-    Name(Bytes),
-}
+struct SentByHost(Bytes);
 
 impl PartialEq for SentByHost {
     fn eq(&self, other: &Self) -> bool {
-        match (self, other) {
-            (SentByHost::V4(a), SentByHost::V4(b)) => a == b,
-            (SentByHost::V6(a), SentByHost::V6(b)) => a == b,
-            (SentByHost::Name(a), SentByHost::Name(b)) => a.eq_ignore_ascii_case(b),
-            _ => false,
-        }
+        self.0.eq_ignore_ascii_case(&other.0)
     }
 }
 
@@ -60,14 +51,70 @@ impl Eq for SentByHost {}
 
 impl Hash for SentByHost {
     fn hash<H: Hasher>(&self, state: &mut H) {
-        match self {
-            SentByHost::V4(a) => (0u8, a).hash(state),
-            SentByHost::V6(a) => (1u8, a).hash(state),
-            // Names that are equal ignoring case have the same length; the branch in the key
-            // already spreads the hash, so hashing the name's bytes would only cost time.
-            SentByHost::Name(n) => (2u8, n.len()).hash(state),
-        }
+        // Names equal ignoring case have the same length; the branch in the key already
+        // spreads the hash, so hashing the bytes again would only cost time.
+        self.0.len().hash(state);
     }
+}
+
+/// The sent-by (host, port) of the top Via, read without a full Via parse: the server
+/// transaction lookup runs for every request, and `Message::top_via` allocates its parameter
+/// list and parses addresses, which is most of the lookup's cost. Grammar (RFC 3261 §20.42):
+/// `SIP / 2.0 / transport LWS host [ COLON port ]` up to the first `;` or `,`. A missing port
+/// is the transport's default (5060, or 5061 for TLS), so `h` and `h:5060` match.
+fn top_via_sent_by(msg: &Message) -> Option<(Bytes, u16)> {
+    let v = msg.header(HeaderName::Via)?;
+    let end = v
+        .iter()
+        .position(|&b| b == b';' || b == b',')
+        .unwrap_or(v.len());
+    let head = &v[..end];
+    let mut slashes = head.iter().enumerate().filter(|(_, &b)| b == b'/');
+    let (second, _) = slashes.nth(1)?;
+    let rest = trim(&head[second + 1..]);
+    let transport_len = rest.iter().position(|b| is_lws(*b))?;
+    let (transport, hostport) = (&rest[..transport_len], trim(&rest[transport_len..]));
+    let (host, port) = if hostport.first() == Some(&b'[') {
+        let close = hostport.iter().position(|&b| b == b']')?;
+        (&hostport[..=close], trim(&hostport[close + 1..]))
+    } else {
+        let colon = hostport
+            .iter()
+            .position(|&b| b == b':')
+            .unwrap_or(hostport.len());
+        (trim(&hostport[..colon]), &hostport[colon..])
+    };
+    if host.is_empty() || host.iter().any(|&b| is_lws(b)) {
+        return None;
+    }
+    let port = if port.is_empty() {
+        if transport.eq_ignore_ascii_case(b"TLS") {
+            5061
+        } else {
+            5060
+        }
+    } else {
+        let digits = trim(port.strip_prefix(b":")?);
+        if digits.is_empty() || digits.len() > 5 || !digits.iter().all(u8::is_ascii_digit) {
+            return None;
+        }
+        digits
+            .iter()
+            .fold(0u32, |n, &d| n * 10 + u32::from(d - b'0'))
+            .try_into()
+            .ok()?
+    };
+    Some((sub_bytes(msg.as_bytes(), host), port))
+}
+
+fn is_lws(b: u8) -> bool {
+    matches!(b, b' ' | b'\t' | b'\r' | b'\n')
+}
+
+fn trim(s: &[u8]) -> &[u8] {
+    let start = s.iter().position(|&b| !is_lws(b)).unwrap_or(s.len());
+    let end = s.iter().rposition(|&b| !is_lws(b)).map_or(start, |p| p + 1);
+    &s[start..end]
 }
 
 /// A UAS 2xx is matched to its ACK by Call-ID and CSeq number (RFC 3261 §13.3.1.4: "the ACK
@@ -657,22 +704,11 @@ impl TransactionLayer {
             self.stats.malformed += 1;
             return Received::Malformed;
         };
-        let Ok(via) = msg.top_via() else {
+        let Some((host, port)) = top_via_sent_by(&msg) else {
             self.stats.malformed += 1;
             return Received::Malformed;
         };
-        let (host, port) = via.sent_by();
-        let port = port.unwrap_or(if via.transport.eq_ignore_ascii_case(b"TLS") {
-            5061
-        } else {
-            5060
-        });
-        let host = match host {
-            Host::V4(a) => SentByHost::V4(a),
-            Host::V6(a) => SentByHost::V6(a),
-            Host::Name(n) => SentByHost::Name(sub_bytes(msg.as_bytes(), n.as_bytes())),
-        };
-        drop(via);
+        let host = SentByHost(host);
         let is_ack = method == Method::Ack;
         let key = ServerKey {
             branch,
@@ -1005,5 +1041,43 @@ impl TransactionLayer {
 fn tx_state(txs: &mut Slab<Tx>, index: u32, state: State) {
     if let Some(tx) = txs.at_mut(index) {
         tx.state = state;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sent_by(via: &str) -> Option<(String, u16)> {
+        let text = format!("OPTIONS sip:x SIP/2.0\r\n{via}\r\nCSeq: 1 OPTIONS\r\n\r\n");
+        let msg = Message::parse(Bytes::from(text)).ok()?;
+        top_via_sent_by(&msg).map(|(h, p)| (String::from_utf8_lossy(&h).into_owned(), p))
+    }
+
+    #[test]
+    fn sent_by_reads_host_and_port_of_the_top_via_only() {
+        let s = |h: &str, p| Some((h.to_string(), p));
+        assert_eq!(
+            sent_by("Via: SIP/2.0/UDP h.example.com;branch=z9hG4bK1"),
+            s("h.example.com", 5060)
+        );
+        assert_eq!(
+            sent_by("v: SIP/2.0/TLS h:5071, SIP/2.0/UDP other"),
+            s("h", 5071)
+        );
+        assert_eq!(sent_by("Via: SIP/2.0/TLS h"), s("h", 5061));
+        assert_eq!(
+            sent_by("Via: SIP / 2.0 / UDP [2001:db8::1] : 5070 ;branch=z9hG4bK1"),
+            s("[2001:db8::1]", 5070)
+        );
+        assert_eq!(
+            sent_by("Via: SIP/2.0/UDP [2001:db8::1];rport"),
+            s("[2001:db8::1]", 5060)
+        );
+        assert_eq!(sent_by("Via: SIP/2.0/UDP h:99999"), None);
+        assert_eq!(sent_by("Via: SIP/2.0/UDP h:"), None);
+        assert_eq!(sent_by("Via: SIP/2.0/UDP"), None);
+        assert_eq!(sent_by("Via: garbage"), None);
+        assert_eq!(sent_by("Subject: no via"), None);
     }
 }
