@@ -54,7 +54,10 @@ fn edits() -> RequestEdits<'static> {
 
 fn benches(c: &mut Criterion) {
     let bytes = Bytes::from_static(INVITE.as_bytes());
-    assert!((850..=950).contains(&bytes.len()), "a typical ~900-byte INVITE");
+    assert!(
+        (850..=950).contains(&bytes.len()),
+        "a typical ~900-byte INVITE"
+    );
     let mut g = c.benchmark_group("invite");
     g.throughput(Throughput::Elements(1));
     g.bench_function("sluice_admission_parse", |b| {

@@ -57,7 +57,9 @@ pub fn forward_request(msg: &Message, edits: &RequestEdits<'_>) -> Bytes {
     let mut route_popped = !edits.pop_route;
     for (i, h) in msg.headers.iter().enumerate() {
         match h.name {
-            HeaderName::Via if Some(i) == msg.top_via_index() && !edits.top_via_params.is_empty() => {
+            HeaderName::Via
+                if Some(i) == msg.top_via_index() && !edits.top_via_params.is_empty() =>
+            {
                 rewrite_top_via(&mut out, msg, h, edits.top_via_params);
             }
             HeaderName::MaxForwards if edits.decrement_max_forwards => {
@@ -186,7 +188,12 @@ impl<'a> ResponseBuilder<'a> {
         for h in req.headers.iter().filter(|h| h.name == HeaderName::Via) {
             out.put_slice(&req.as_bytes()[h.line.range()]);
         }
-        for name in [HeaderName::From, HeaderName::To, HeaderName::CallId, HeaderName::CSeq] {
+        for name in [
+            HeaderName::From,
+            HeaderName::To,
+            HeaderName::CallId,
+            HeaderName::CSeq,
+        ] {
             let Some(h) = req.headers.iter().find(|h| h.name == name) else {
                 continue;
             };
@@ -195,7 +202,14 @@ impl<'a> ResponseBuilder<'a> {
                     let value = &req.as_bytes()[h.value.range()];
                     put_all(
                         &mut out,
-                        &[header_name_as_written(req, h).as_bytes(), b": ", value, b";tag=", tag.as_bytes(), b"\r\n"],
+                        &[
+                            header_name_as_written(req, h).as_bytes(),
+                            b": ",
+                            value,
+                            b";tag=",
+                            tag.as_bytes(),
+                            b"\r\n",
+                        ],
                     );
                     continue;
                 }
@@ -224,7 +238,14 @@ impl<'a> ResponseBuilder<'a> {
 /// response, and the request's Route headers.
 pub fn ack_for_non2xx(request: &Message, response: &Message) -> Bytes {
     let mut out = BytesMut::with_capacity(512);
-    put_all(&mut out, &[b"ACK ", request.request_uri_raw().unwrap_or(b"sip:invalid"), b" SIP/2.0\r\n"]);
+    put_all(
+        &mut out,
+        &[
+            b"ACK ",
+            request.request_uri_raw().unwrap_or(b"sip:invalid"),
+            b" SIP/2.0\r\n",
+        ],
+    );
     if let Some(Ok(via)) = request.header_values(HeaderName::Via).next() {
         put_header(&mut out, "Via", via);
     }
@@ -234,7 +255,10 @@ pub fn ack_for_non2xx(request: &Message, response: &Message) -> Bytes {
     copy_first(&mut out, response, HeaderName::To);
     copy_first(&mut out, request, HeaderName::CallId);
     let seq = request.cseq().map_or(0, |c| c.seq);
-    put_all(&mut out, &[b"CSeq: ", itoa_u32(seq).as_bytes(), b" ACK\r\n"]);
+    put_all(
+        &mut out,
+        &[b"CSeq: ", itoa_u32(seq).as_bytes(), b" ACK\r\n"],
+    );
     out.put_slice(b"Content-Length: 0\r\n\r\n");
     out.freeze()
 }
@@ -243,7 +267,14 @@ pub fn ack_for_non2xx(request: &Message, response: &Message) -> Bytes {
 /// CSeq number, the single top Via, and the request's Route headers.
 pub fn cancel_for(request: &Message) -> Bytes {
     let mut out = BytesMut::with_capacity(512);
-    put_all(&mut out, &[b"CANCEL ", request.request_uri_raw().unwrap_or(b"sip:invalid"), b" SIP/2.0\r\n"]);
+    put_all(
+        &mut out,
+        &[
+            b"CANCEL ",
+            request.request_uri_raw().unwrap_or(b"sip:invalid"),
+            b" SIP/2.0\r\n",
+        ],
+    );
     if let Some(Ok(via)) = request.header_values(HeaderName::Via).next() {
         put_header(&mut out, "Via", via);
     }
@@ -253,7 +284,10 @@ pub fn cancel_for(request: &Message) -> Bytes {
     copy_first(&mut out, request, HeaderName::To);
     copy_first(&mut out, request, HeaderName::CallId);
     let seq = request.cseq().map_or(0, |c| c.seq);
-    put_all(&mut out, &[b"CSeq: ", itoa_u32(seq).as_bytes(), b" CANCEL\r\n"]);
+    put_all(
+        &mut out,
+        &[b"CSeq: ", itoa_u32(seq).as_bytes(), b" CANCEL\r\n"],
+    );
     out.put_slice(b"Content-Length: 0\r\n\r\n");
     out.freeze()
 }
@@ -335,7 +369,12 @@ fn after_first_value<'m>(msg: &'m Message, h: &HeaderSpan) -> &'m [u8] {
 
 /// Writes the header's first value with parameters set, then its remaining values, if any,
 /// as a separate line of the same header (equivalent by RFC 3261 §7.3.1).
-fn rewrite_top_via(out: &mut BytesMut, msg: &Message, h: &HeaderSpan, params: &[(&str, Option<&str>)]) {
+fn rewrite_top_via(
+    out: &mut BytesMut,
+    msg: &Message,
+    h: &HeaderSpan,
+    params: &[(&str, Option<&str>)],
+) {
     write_via_with_params(out, &msg.as_bytes()[h.value.range()], params);
 }
 
@@ -343,15 +382,24 @@ fn rewrite_top_via(out: &mut BytesMut, msg: &Message, h: &HeaderSpan, params: &[
 /// `via_value` as a separate Via line (equivalent by RFC 3261 §7.3.1).
 fn write_via_with_params(out: &mut BytesMut, via_value: &[u8], params: &[(&str, Option<&str>)]) {
     let (first, rest) = match scan::find_unquoted(via_value, b',') {
-        Ok(Some(comma)) => (scan::trim(&via_value[..comma]), scan::trim(&via_value[comma + 1..])),
+        Ok(Some(comma)) => (
+            scan::trim(&via_value[..comma]),
+            scan::trim(&via_value[comma + 1..]),
+        ),
         _ => (via_value, &via_value[via_value.len()..]),
     };
     out.put_slice(b"Via: ");
     // Keep every existing parameter except the ones being set, in order, then append the new ones.
-    let semi = scan::find_unquoted(first, b';').ok().flatten().unwrap_or(first.len());
+    let semi = scan::find_unquoted(first, b';')
+        .ok()
+        .flatten()
+        .unwrap_or(first.len());
     out.put_slice(scan::trim(&first[..semi]));
     for p in scan::params(&first[semi..]).flatten() {
-        if params.iter().any(|(n, _)| p.name.eq_ignore_ascii_case(n.as_bytes())) {
+        if params
+            .iter()
+            .any(|(n, _)| p.name.eq_ignore_ascii_case(n.as_bytes()))
+        {
             continue;
         }
         out.put_slice(b";");
@@ -377,7 +425,14 @@ fn write_via_with_params(out: &mut BytesMut, via_value: &[u8], params: &[(&str, 
 
 fn finish_with_body(out: &mut BytesMut, msg: &Message) {
     if msg.content_length().is_none() {
-        put_all(out, &[b"Content-Length: ", itoa_u32(msg.body().len() as u32).as_bytes(), b"\r\n"]);
+        put_all(
+            out,
+            &[
+                b"Content-Length: ",
+                itoa_u32(msg.body().len() as u32).as_bytes(),
+                b"\r\n",
+            ],
+        );
     }
     out.put_slice(b"\r\n");
     out.put_slice(msg.body());

@@ -69,7 +69,10 @@ impl fmt::Display for ErrorKind {
                 write!(f, "{header} appears more than once with different values")
             }
             ErrorKind::MissingHeader { header } => write!(f, "missing mandatory header {header}"),
-            ErrorKind::BodyTooShort { declared, available } => write!(
+            ErrorKind::BodyTooShort {
+                declared,
+                available,
+            } => write!(
                 f,
                 "Content-Length {declared} exceeds the {available} body bytes present"
             ),

@@ -44,7 +44,11 @@ impl StreamFramer {
     /// The next complete message, `Ok(None)` if more bytes are needed, or an error if the
     /// stream cannot be framed (oversized message, missing or malformed Content-Length).
     pub fn next_message(&mut self) -> Result<Option<Bytes>> {
-        let lead = self.buf.iter().take_while(|&&b| b == b'\r' || b == b'\n').count();
+        let lead = self
+            .buf
+            .iter()
+            .take_while(|&&b| b == b'\r' || b == b'\n')
+            .count();
         if lead > 0 {
             self.keepalives += (lead / 2).max(1) as u64;
             self.buf.advance(lead);
@@ -54,7 +58,8 @@ impl StreamFramer {
             return Ok(None);
         }
         let from = self.scanned.saturating_sub(3);
-        let Some(end) = memchr::memmem::find(&self.buf[from..], b"\r\n\r\n").map(|p| from + p + 4) else {
+        let Some(end) = memchr::memmem::find(&self.buf[from..], b"\r\n\r\n").map(|p| from + p + 4)
+        else {
             self.scanned = self.buf.len();
             if self.buf.len() > self.max_message_size {
                 return Err(self.too_large(self.buf.len()));
@@ -103,11 +108,18 @@ fn content_length(head: &[u8]) -> Result<u32> {
             continue;
         }
         let n = scan::parse_u32(scan::trim(&line[colon + 1..])).ok_or_else(|| {
-            ParseError::new(ErrorKind::BadNumber { header: "Content-Length" }, line_start)
+            ParseError::new(
+                ErrorKind::BadNumber {
+                    header: "Content-Length",
+                },
+                line_start,
+            )
         })?;
         if found.is_some_and(|old| old != n) {
             return Err(ParseError::new(
-                ErrorKind::ConflictingHeader { header: "Content-Length" },
+                ErrorKind::ConflictingHeader {
+                    header: "Content-Length",
+                },
                 line_start,
             ));
         }
@@ -144,14 +156,23 @@ mod tests {
     fn missing_or_oversized_content_length_is_an_error() {
         let mut f = StreamFramer::new(1024);
         f.push(b"OPTIONS sip:x SIP/2.0\r\nTo: a\r\n\r\n");
-        assert_eq!(f.next_message().unwrap_err().kind, ErrorKind::MissingContentLength);
+        assert_eq!(
+            f.next_message().unwrap_err().kind,
+            ErrorKind::MissingContentLength
+        );
 
         let mut f = StreamFramer::new(64);
         f.push(b"OPTIONS sip:x SIP/2.0\r\nContent-Length: 1000\r\n\r\n");
-        assert!(matches!(f.next_message().unwrap_err().kind, ErrorKind::MessageTooLarge { .. }));
+        assert!(matches!(
+            f.next_message().unwrap_err().kind,
+            ErrorKind::MessageTooLarge { .. }
+        ));
 
         let mut f = StreamFramer::new(64);
         f.push(&[b'x'; 100]);
-        assert!(matches!(f.next_message().unwrap_err().kind, ErrorKind::MessageTooLarge { .. }));
+        assert!(matches!(
+            f.next_message().unwrap_err().kind,
+            ErrorKind::MessageTooLarge { .. }
+        ));
     }
 }

@@ -171,7 +171,10 @@ fn eq_fold(name: &[u8], lower: &[u8]) -> bool {
         return false;
     }
     if name.len() < 8 {
-        return name.iter().zip(lower).all(|(&a, &b)| (a | 0x20) == b && a != b'\r');
+        return name
+            .iter()
+            .zip(lower)
+            .all(|(&a, &b)| (a | 0x20) == b && a != b'\r');
     }
     let word = |s: &[u8], at: usize| {
         let mut w = [0u8; 8];

@@ -23,10 +23,10 @@ mod uri;
 mod via;
 
 pub use uri::{Host, NameAddr, Uri};
-pub use via::{Oc, OcSeq, Via};
+pub use via::{BadParam, Oc, OcSeq, Via};
 pub mod edit;
 mod framing;
 pub use framing::StreamFramer;
-mod validate;
 mod owned;
+mod validate;
 pub use owned::{OwnedMessage, OwnedStartLine};

@@ -197,16 +197,18 @@ impl Message {
         }
         let b = &buf[..];
         // RFC 3261 §7.5: CRLFs before the start line are ignored (keep-alives).
-        let mut pos = b.iter().position(|&c| c != b'\r' && c != b'\n').ok_or_else(|| {
-            ParseError::new(ErrorKind::Empty, 0)
-        })?;
+        let mut pos = b
+            .iter()
+            .position(|&c| c != b'\r' && c != b'\n')
+            .ok_or_else(|| ParseError::new(ErrorKind::Empty, 0))?;
         let (line_end, next) = line_at(b, pos, limits)?;
         let start = parse_start_line(&buf, pos, line_end)?;
         pos = next;
         let headers_start = pos as u32;
 
+        // The buffer moves in at the end: the scan borrows it meanwhile (no refcount traffic).
         let mut msg = Message {
-            buf: buf.clone(),
+            buf: Bytes::new(),
             start,
             headers_start,
             headers: Vec::with_capacity(24),
@@ -273,7 +275,7 @@ impl Message {
                 value,
                 line: Span::new(pos, next),
             });
-            msg.admit_header(name, index, value)?;
+            msg.admit_header(&buf, name, index, value)?;
             pos = next;
         }
 
@@ -296,14 +298,21 @@ impl Message {
             None => available,
         };
         msg.body = Span::new(pos, pos + body_len);
+        msg.buf = buf;
         Ok(msg)
     }
 
     /// Parses an admission header as it is located. Only the first Via, Call-ID and CSeq are
     /// taken here; a repeated Content-Length or Max-Forwards with another value is an error,
     /// because disagreeing framing headers are how messages get smuggled.
-    fn admit_header(&mut self, name: HeaderName, index: usize, value: Span) -> Result<()> {
-        let v = &self.buf[value.range()];
+    fn admit_header(
+        &mut self,
+        buf: &Bytes,
+        name: HeaderName,
+        index: usize,
+        value: Span,
+    ) -> Result<()> {
+        let v = &buf[value.range()];
         let at = value.start as usize;
         match name {
             HeaderName::Via if self.top_via.is_none() => {
@@ -327,15 +336,22 @@ impl Message {
                 self.call_id = Some(value);
             }
             HeaderName::CSeq if self.cseq.is_none() => {
-                self.cseq = Some(parse_cseq(&self.buf, value)?);
+                self.cseq = Some(parse_cseq(buf, value)?);
             }
             HeaderName::MaxForwards => {
                 let n = scan::parse_u32(v).ok_or_else(|| {
-                    ParseError::new(ErrorKind::BadNumber { header: "Max-Forwards" }, at)
+                    ParseError::new(
+                        ErrorKind::BadNumber {
+                            header: "Max-Forwards",
+                        },
+                        at,
+                    )
                 })?;
                 if self.max_forwards.is_some_and(|old| old != n) {
                     return Err(ParseError::new(
-                        ErrorKind::ConflictingHeader { header: "Max-Forwards" },
+                        ErrorKind::ConflictingHeader {
+                            header: "Max-Forwards",
+                        },
                         at,
                     ));
                 }
@@ -343,11 +359,18 @@ impl Message {
             }
             HeaderName::ContentLength => {
                 let n = scan::parse_u32(v).ok_or_else(|| {
-                    ParseError::new(ErrorKind::BadNumber { header: "Content-Length" }, at)
+                    ParseError::new(
+                        ErrorKind::BadNumber {
+                            header: "Content-Length",
+                        },
+                        at,
+                    )
                 })?;
                 if self.content_length.is_some_and(|old| old != n) {
                     return Err(ParseError::new(
-                        ErrorKind::ConflictingHeader { header: "Content-Length" },
+                        ErrorKind::ConflictingHeader {
+                            header: "Content-Length",
+                        },
                         at,
                     ));
                 }
@@ -526,7 +549,9 @@ pub struct HeaderValues<'a> {
 
 impl std::fmt::Debug for HeaderValues<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("HeaderValues").field("name", &self.name).finish_non_exhaustive()
+        f.debug_struct("HeaderValues")
+            .field("name", &self.name)
+            .finish_non_exhaustive()
     }
 }
 
@@ -566,12 +591,17 @@ impl<'a> Iterator for HeaderValues<'a> {
 /// Finds the end of the line starting at `pos`: returns (end of content, start of next line).
 /// Accepts a bare LF as well as CRLF, as robust SIP stacks do. Inlined, with the error built
 /// out of line, because it runs once per header line.
+#[allow(clippy::inline_always)] // measured: without it the compiler keeps the call.
 #[inline(always)]
 fn line_at(b: &[u8], pos: usize, limits: &Limits) -> Result<(usize, usize)> {
     let window_end = b.len().min(pos + limits.max_line_length + 2);
     if let Some(i) = scan::find_byte(&b[pos..window_end], b'\n') {
         let lf = pos + i;
-        let content_end = if lf > pos && b[lf - 1] == b'\r' { lf - 1 } else { lf };
+        let content_end = if lf > pos && b[lf - 1] == b'\r' {
+            lf - 1
+        } else {
+            lf
+        };
         if content_end - pos <= limits.max_line_length {
             return Ok((content_end, lf + 1));
         }
@@ -603,7 +633,9 @@ fn parse_start_line(buf: &Bytes, start: usize, end: usize) -> Result<StartLine> 
         if !line[..sp].eq_ignore_ascii_case(b"SIP/2.0") {
             return Err(bad(ErrorKind::UnsupportedVersion, 0));
         }
-        let code = line.get(sp + 1..sp + 4).ok_or_else(|| bad(ErrorKind::BadStatusCode, sp + 1))?;
+        let code = line
+            .get(sp + 1..sp + 4)
+            .ok_or_else(|| bad(ErrorKind::BadStatusCode, sp + 1))?;
         let status = scan::parse_u32(code)
             .filter(|c| (100..=699).contains(c))
             .ok_or_else(|| bad(ErrorKind::BadStatusCode, sp + 1))? as u16;
@@ -647,10 +679,19 @@ fn parse_start_line(buf: &Bytes, start: usize, end: usize) -> Result<StartLine> 
 
 fn parse_cseq(buf: &Bytes, value: Span) -> Result<CSeq> {
     let v = &buf[value.range()];
-    let bad = || ParseError::new(ErrorKind::BadHeaderValue { header: "CSeq" }, value.start as usize);
+    let bad = || {
+        ParseError::new(
+            ErrorKind::BadHeaderValue { header: "CSeq" },
+            value.start as usize,
+        )
+    };
     let digits = v.iter().take_while(|c| c.is_ascii_digit()).count();
-    let seq = scan::parse_u32(&v[..digits])
-        .ok_or_else(|| ParseError::new(ErrorKind::BadNumber { header: "CSeq" }, value.start as usize))?;
+    let seq = scan::parse_u32(&v[..digits]).ok_or_else(|| {
+        ParseError::new(
+            ErrorKind::BadNumber { header: "CSeq" },
+            value.start as usize,
+        )
+    })?;
     let ws = v[digits..].iter().take_while(|&&c| scan::is_lws(c)).count();
     if ws == 0 {
         return Err(bad());
@@ -723,9 +764,15 @@ v=0\n";
     fn admission_fields_come_from_one_scan() {
         let m = Message::parse(Bytes::from_static(INVITE.as_bytes())).unwrap();
         assert_eq!(m.method(), Some(&Method::Invite));
-        assert_eq!(m.request_uri_raw(), Some(&b"sip:bob@biloxi.example.com"[..]));
+        assert_eq!(
+            m.request_uri_raw(),
+            Some(&b"sip:bob@biloxi.example.com"[..])
+        );
         assert_eq!(m.top_via_branch(), Some(&b"z9hG4bK776asdhds"[..]));
-        assert_eq!(m.call_id(), Some(&b"a84b4c76e66710@pc33.atlanta.example.com"[..]));
+        assert_eq!(
+            m.call_id(),
+            Some(&b"a84b4c76e66710@pc33.atlanta.example.com"[..])
+        );
         assert_eq!(
             m.cseq(),
             Some(&CSeq {
@@ -742,7 +789,10 @@ v=0\n";
     #[test]
     fn list_values_span_lines_and_commas() {
         let m = Message::parse(Bytes::from_static(INVITE.as_bytes())).unwrap();
-        let vias: Vec<_> = m.header_values(HeaderName::Via).map(Result::unwrap).collect();
+        let vias: Vec<_> = m
+            .header_values(HeaderName::Via)
+            .map(Result::unwrap)
+            .collect();
         assert_eq!(vias.len(), 2);
         assert_eq!(vias[1], b"SIP/2.0/UDP other;branch=z9hG4bKx");
     }
@@ -788,11 +838,17 @@ v=0\n";
         let many = "OPTIONS sip:x SIP/2.0\r\na: 1\r\nb: 2\r\nc: 3\r\n\r\n";
         let e = Message::parse_with(Bytes::from(many), &limits).unwrap_err();
         assert_eq!(e.kind, ErrorKind::TooManyHeaders { limit: 2 });
-        let long = format!("OPTIONS sip:x SIP/2.0\r\nSubject: {}\r\n\r\n", "x".repeat(40));
+        let long = format!(
+            "OPTIONS sip:x SIP/2.0\r\nSubject: {}\r\n\r\n",
+            "x".repeat(40)
+        );
         let e = Message::parse_with(Bytes::from(long), &limits).unwrap_err();
         assert_eq!(e.kind, ErrorKind::LineTooLong { limit: 30 });
         let e = Message::parse_with(Bytes::from(vec![b'a'; 101]), &limits).unwrap_err();
-        assert!(matches!(e.kind, ErrorKind::MessageTooLarge { size: 101, .. }));
+        assert!(matches!(
+            e.kind,
+            ErrorKind::MessageTooLarge { size: 101, .. }
+        ));
     }
 
     #[test]

@@ -47,7 +47,10 @@ pub(crate) fn find_byte(hay: &[u8], needle: u8) -> Option<usize> {
     // Two words per step: one well-predicted branch per 16 bytes.
     let mut pairs = hay.chunks_exact(16);
     for pair in &mut pairs {
-        let (lo, hi) = (zero_lanes(load(&pair[..8]), pattern), zero_lanes(load(&pair[8..]), pattern));
+        let (lo, hi) = (
+            zero_lanes(load(&pair[..8]), pattern),
+            zero_lanes(load(&pair[8..]), pattern),
+        );
         if lo | hi != 0 {
             return Some(if lo != 0 {
                 offset + (lo.trailing_zeros() / 8) as usize
@@ -65,7 +68,10 @@ pub(crate) fn find_byte(hay: &[u8], needle: u8) -> Option<usize> {
         }
         offset += 8;
     }
-    hay[offset..].iter().position(|&c| c == needle).map(|p| offset + p)
+    hay[offset..]
+        .iter()
+        .position(|&c| c == needle)
+        .map(|p| offset + p)
 }
 
 /// Position of the first byte of `hay` that is any of the three needles.
@@ -255,16 +261,12 @@ impl<'a> Iterator for ParamIter<'a> {
         if s.is_empty() {
             return None;
         }
-        let r = next_param(s);
-        match r {
-            Ok((param, rest)) => {
-                self.rest = rest;
-                Some(Ok(param))
-            }
-            Err(()) => {
-                self.rest = &[];
-                Some(Err(()))
-            }
+        if let Ok((param, rest)) = next_param(s) {
+            self.rest = rest;
+            Some(Ok(param))
+        } else {
+            self.rest = &[];
+            Some(Err(()))
         }
     }
 }
@@ -358,7 +360,10 @@ mod tests {
             }
         }
         assert_eq!(find_byte(&[0x0b, 0x0a], b'\n'), Some(1));
-        assert_eq!(find_byte(&[0x8a, 0x0a, 0, 0, 0, 0, 0, 0, 0x0a], b'\n'), Some(1));
+        assert_eq!(
+            find_byte(&[0x8a, 0x0a, 0, 0, 0, 0, 0, 0, 0x0a], b'\n'),
+            Some(1)
+        );
     }
 
     #[test]

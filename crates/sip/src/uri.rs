@@ -47,7 +47,8 @@ fn is_hostname(s: &str) -> bool {
             !b.is_empty()
                 && b[0].is_ascii_alphanumeric()
                 && b[b.len() - 1].is_ascii_alphanumeric()
-                && b.iter().all(|c| c.is_ascii_alphanumeric() || *c == b'-' || *c == b'_')
+                && b.iter()
+                    .all(|c| c.is_ascii_alphanumeric() || *c == b'-' || *c == b'_')
         })
 }
 
@@ -99,7 +100,11 @@ impl<'a> Uri<'a> {
             return None;
         }
         let rest = &raw[colon + 1..];
-        if rest.is_empty() || rest.iter().any(|&b| b <= b' ' || b == 0x7f || b == b'<' || b == b'>') {
+        if rest.is_empty()
+            || rest
+                .iter()
+                .any(|&b| b <= b' ' || b == 0x7f || b == b'<' || b == b'>')
+        {
             return None;
         }
         let mut uri = Uri {
@@ -131,7 +136,10 @@ impl<'a> Uri<'a> {
                 None => uri.user = Some(ui),
             }
         }
-        let q = hostpart.iter().position(|&b| b == b'?').unwrap_or(hostpart.len());
+        let q = hostpart
+            .iter()
+            .position(|&b| b == b'?')
+            .unwrap_or(hostpart.len());
         if q < hostpart.len() {
             uri.headers = Some(&hostpart[q + 1..]);
         }
@@ -158,7 +166,11 @@ impl<'a> Uri<'a> {
         uri.host = Some(host);
         uri.port = port;
         uri.params = scan::parse_params(&before_headers[host_end..]).ok()?;
-        if !uri.params.iter().all(|p| valid_escapes(p.name) && p.value.is_none_or(valid_escapes)) {
+        if !uri
+            .params
+            .iter()
+            .all(|p| valid_escapes(p.name) && p.value.is_none_or(valid_escapes))
+        {
             return None;
         }
         Some(uri)
@@ -262,7 +274,8 @@ mod tests {
 
     #[test]
     fn sip_uri_parts() {
-        let u = Uri::parse(b"sip:alice:secret@[2001:db8::10]:5070;transport=tcp;lr?subject=x").unwrap();
+        let u =
+            Uri::parse(b"sip:alice:secret@[2001:db8::10]:5070;transport=tcp;lr?subject=x").unwrap();
         assert_eq!(u.scheme, "sip");
         assert_eq!(u.user, Some(&b"alice"[..]));
         assert_eq!(u.password, Some(&b"secret"[..]));
@@ -274,8 +287,14 @@ mod tests {
 
     #[test]
     fn bad_uris_are_rejected() {
-        assert!(Uri::parse(b"sip:user@2001:db8::10").is_none(), "unbracketed IPv6");
-        assert!(Uri::parse(b"sip:user@host:99999").is_none(), "port out of range");
+        assert!(
+            Uri::parse(b"sip:user@2001:db8::10").is_none(),
+            "unbracketed IPv6"
+        );
+        assert!(
+            Uri::parse(b"sip:user@host:99999").is_none(),
+            "port out of range"
+        );
         assert!(Uri::parse(b"sip:us%zzer@host").is_none(), "bad escape");
         assert!(Uri::parse(b"nocolon").is_none());
         assert!(Uri::parse(b"tel:+1-212-555-0101").is_some());

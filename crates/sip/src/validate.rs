@@ -42,7 +42,10 @@ impl Message {
             }
         }
         if let Some(id) = self.call_id() {
-            if id.iter().any(|&c| c.is_ascii_whitespace() || c.is_ascii_control()) {
+            if id
+                .iter()
+                .any(|&c| c.is_ascii_whitespace() || c.is_ascii_control())
+            {
                 return Err(bad_value("Call-ID", id));
             }
         }
@@ -72,13 +75,18 @@ impl Message {
         // RFC 3261 §8.1.1.5: the sequence number MUST be less than 2^31.
         if self.cseq().is_some_and(|c| c.seq >= 1 << 31) {
             let v = self.header(HeaderName::CSeq).unwrap_or_default();
-            return Err(ParseError::new(ErrorKind::BadNumber { header: "CSeq" }, self.offset_of(v)));
+            return Err(ParseError::new(
+                ErrorKind::BadNumber { header: "CSeq" },
+                self.offset_of(v),
+            ));
         }
         // Max-Forwards is 0..=255 in practice (RFC 4475 §3.1.2.4 treats 300 as out of range).
         if self.max_forwards().is_some_and(|n| n > 255) {
             let v = self.header(HeaderName::MaxForwards).unwrap_or_default();
             return Err(ParseError::new(
-                ErrorKind::BadNumber { header: "Max-Forwards" },
+                ErrorKind::BadNumber {
+                    header: "Max-Forwards",
+                },
                 self.offset_of(v),
             ));
         }
@@ -110,10 +118,16 @@ impl Message {
                 }
             }
         }
-        for (name, label) in [(HeaderName::Expires, "Expires"), (HeaderName::ContentLength, "Content-Length")] {
+        for (name, label) in [
+            (HeaderName::Expires, "Expires"),
+            (HeaderName::ContentLength, "Content-Length"),
+        ] {
             if let Some(v) = self.header(name) {
                 if scan::parse_u32(v).is_none() {
-                    return Err(ParseError::new(ErrorKind::BadNumber { header: label }, self.offset_of(v)));
+                    return Err(ParseError::new(
+                        ErrorKind::BadNumber { header: label },
+                        self.offset_of(v),
+                    ));
                 }
             }
         }
@@ -121,7 +135,9 @@ impl Message {
             let digits = v.iter().take_while(|b| b.is_ascii_digit()).count();
             if scan::parse_u32(&v[..digits]).is_none() {
                 return Err(ParseError::new(
-                    ErrorKind::BadNumber { header: "Retry-After" },
+                    ErrorKind::BadNumber {
+                        header: "Retry-After",
+                    },
                     self.offset_of(v),
                 ));
             }
@@ -141,7 +157,10 @@ fn has_unterminated_quote(v: &[u8]) -> bool {
 
 /// `type "/" subtype *(SEMI m-parameter)` (RFC 3261 §20.15).
 fn is_media_type(v: &[u8]) -> bool {
-    let semi = scan::find_unquoted(v, b';').ok().flatten().unwrap_or(v.len());
+    let semi = scan::find_unquoted(v, b';')
+        .ok()
+        .flatten()
+        .unwrap_or(v.len());
     let Some(slash) = v[..semi].iter().position(|&b| b == b'/') else {
         return false;
     };

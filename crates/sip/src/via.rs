@@ -10,6 +10,12 @@ use crate::scan::{self, Param};
 use crate::uri::{parse_hostport, Host};
 use crate::HeaderName;
 
+/// A Via parameter present with a value that does not follow its grammar. RFC 7339 §5.2
+/// says such values are ignored; the caller decides whether to count it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("malformed {0} parameter")]
+pub struct BadParam(pub &'static str);
+
 /// One Via value: `SIP/2.0/UDP host:port;params`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Via<'a> {
@@ -75,7 +81,12 @@ impl fmt::Display for OcSeq {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let frac = format!("{:06}", self.micros);
         let frac = frac.trim_end_matches('0');
-        write!(f, "{}.{}", self.integer, if frac.is_empty() { "0" } else { frac })
+        write!(
+            f,
+            "{}.{}",
+            self.integer,
+            if frac.is_empty() { "0" } else { frac }
+        )
     }
 }
 
@@ -88,7 +99,10 @@ impl<'a> Via<'a> {
         let mut rest = v;
         for (i, part) in parts.iter_mut().enumerate() {
             rest = scan::trim_start(rest);
-            let len = rest.iter().position(|&b| !scan::is_token(b)).unwrap_or(rest.len());
+            let len = rest
+                .iter()
+                .position(|&b| !scan::is_token(b))
+                .unwrap_or(rest.len());
             if len == 0 {
                 return None;
             }
@@ -148,11 +162,13 @@ impl<'a> Via<'a> {
     }
 
     /// The `oc` parameter; an error if its value is not a number.
-    pub fn oc(&self) -> std::result::Result<Option<Oc>, ()> {
+    pub fn oc(&self) -> std::result::Result<Option<Oc>, BadParam> {
         match self.param("oc") {
             None => Ok(None),
             Some(None) => Ok(Some(Oc::Supported)),
-            Some(Some(v)) => scan::parse_u32(v).map(|n| Some(Oc::Value(n))).ok_or(()),
+            Some(Some(v)) => scan::parse_u32(v)
+                .map(|n| Some(Oc::Value(n)))
+                .ok_or(BadParam("oc")),
         }
     }
 
@@ -171,18 +187,21 @@ impl<'a> Via<'a> {
     }
 
     /// `oc-validity` in milliseconds; an error if it is not a number.
-    pub fn oc_validity(&self) -> std::result::Result<Option<u32>, ()> {
+    pub fn oc_validity(&self) -> std::result::Result<Option<u32>, BadParam> {
         match self.param("oc-validity") {
             None => Ok(None),
-            Some(v) => v.and_then(scan::parse_u32).map(Some).ok_or(()),
+            Some(v) => v
+                .and_then(scan::parse_u32)
+                .map(Some)
+                .ok_or(BadParam("oc-validity")),
         }
     }
 
     /// `oc-seq`; an error if it is not `digits.digits`.
-    pub fn oc_seq(&self) -> std::result::Result<Option<OcSeq>, ()> {
+    pub fn oc_seq(&self) -> std::result::Result<Option<OcSeq>, BadParam> {
         match self.param("oc-seq") {
             None => Ok(None),
-            Some(v) => v.and_then(OcSeq::parse).map(Some).ok_or(()),
+            Some(v) => v.and_then(OcSeq::parse).map(Some).ok_or(BadParam("oc-seq")),
         }
     }
 
@@ -200,9 +219,10 @@ impl<'a> Via<'a> {
 impl Message {
     /// The topmost Via, fully parsed.
     pub fn top_via(&self) -> Result<Via<'_>> {
-        self.vias()
-            .next()
-            .unwrap_or(Err(ParseError::new(ErrorKind::MissingHeader { header: "Via" }, 0)))
+        self.vias().next().unwrap_or(Err(ParseError::new(
+            ErrorKind::MissingHeader { header: "Via" },
+            0,
+        )))
     }
 
     /// All Via values in order, fully parsed.
@@ -210,7 +230,10 @@ impl Message {
         self.header_values(HeaderName::Via).map(move |v| {
             let v = v?;
             Via::parse(v).ok_or_else(|| {
-                ParseError::new(ErrorKind::BadHeaderValue { header: "Via" }, self.offset_of(v))
+                ParseError::new(
+                    ErrorKind::BadHeaderValue { header: "Via" },
+                    self.offset_of(v),
+                )
             })
         })
     }
@@ -254,7 +277,7 @@ mod tests {
         assert_eq!(v.oc(), Ok(Some(Oc::Supported)));
         assert!(v.is_reliable());
         let v = Via::parse(b"SIP/2.0/UDP h;oc=abc").unwrap();
-        assert_eq!(v.oc(), Err(()));
+        assert_eq!(v.oc(), Err(BadParam("oc")));
     }
 
     #[test]

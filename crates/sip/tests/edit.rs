@@ -58,9 +58,10 @@ v=0\n";
 
 #[test]
 fn max_forwards_is_added_and_single_route_line_removed() {
-    let raw = INVITE
-        .replace("Max-Forwards: 70\r\n", "")
-        .replace("Route: <sip:p1.example.com;lr>, <sip:p2.example.com;lr>\r\n", "Route: <sip:p1.example.com;lr>\r\n");
+    let raw = INVITE.replace("Max-Forwards: 70\r\n", "").replace(
+        "Route: <sip:p1.example.com;lr>, <sip:p2.example.com;lr>\r\n",
+        "Route: <sip:p1.example.com;lr>\r\n",
+    );
     let out = edit::forward_request(
         &parse(&raw),
         &RequestEdits {
@@ -144,7 +145,10 @@ CSeq: 314159 INVITE\r\n\
 Timestamp: 54\r\n\
 Content-Length: 0\r\n\r\n"
     );
-    let busy = edit::response_to(&req, 503).to_tag("sl1").retry_after(5).build();
+    let busy = edit::response_to(&req, 503)
+        .to_tag("sl1")
+        .retry_after(5)
+        .build();
     assert_eq!(
         std::str::from_utf8(&busy).unwrap(),
         "SIP/2.0 503 Service Unavailable\r\n\

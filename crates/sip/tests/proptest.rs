@@ -12,7 +12,8 @@ fn token() -> impl Strategy<Value = String> {
 fn host() -> impl Strategy<Value = String> {
     prop_oneof![
         "[a-z]([a-z0-9-]{0,7}[a-z0-9])?(\\.[a-z][a-z0-9]{0,6}){0,2}",
-        (any::<u8>(), any::<u8>(), any::<u8>(), 1u8..255).prop_map(|(a, b, c, d)| format!("{a}.{b}.{c}.{d}")),
+        (any::<u8>(), any::<u8>(), any::<u8>(), 1u8..255)
+            .prop_map(|(a, b, c, d)| format!("{a}.{b}.{c}.{d}")),
         any::<[u16; 8]>().prop_map(|s| format!("[{}]", std::net::Ipv6Addr::from(s))),
     ]
 }

@@ -64,7 +64,12 @@ fn fix_content_length(bytes: &[u8]) -> Vec<u8> {
     let body_len = bytes.len() - sep;
     let start = text.find("Content-Length:").expect("has Content-Length");
     let end = start + text[start..].find('\n').unwrap();
-    format!("{}Content-Length: {body_len}{}", &text[..start], &text[end..]).into_bytes()
+    format!(
+        "{}Content-Length: {body_len}{}",
+        &text[..start],
+        &text[end..]
+    )
+    .into_bytes()
 }
 
 #[test]
@@ -72,21 +77,29 @@ fn torture_messages_meet_the_rfcs() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/torture");
     let manifest: Manifest =
         toml::from_str(&std::fs::read_to_string(dir.join("manifest.toml")).unwrap()).unwrap();
-    assert!(manifest.message.len() >= 60, "all RFC 4475 and RFC 5118 messages");
+    assert!(
+        manifest.message.len() >= 60,
+        "all RFC 4475 and RFC 5118 messages"
+    );
     let mut failures = Vec::new();
     for entry in &manifest.message {
         let mut bytes = std::fs::read(dir.join(&entry.file)).unwrap();
         if SHORT_BODY_IN_ARCHIVE.contains(&entry.file.as_str()) {
             match outcome(bytes.clone()) {
                 Err(e) if matches!(e.kind, ErrorKind::BodyTooShort { .. }) => {}
-                other => failures.push(format!("{}: expected BodyTooShort, got {other:?}", entry.file)),
+                other => failures.push(format!(
+                    "{}: expected BodyTooShort, got {other:?}",
+                    entry.file
+                )),
             }
             bytes = fix_content_length(&bytes);
         }
         if NO_HEADER_END_IN_ARCHIVE.contains(&entry.file.as_str()) {
             match outcome(bytes.clone()) {
                 Err(e) if e.kind == ErrorKind::Truncated => {}
-                other => failures.push(format!("{}: expected Truncated, got {other:?}", entry.file)),
+                other => {
+                    failures.push(format!("{}: expected Truncated, got {other:?}", entry.file));
+                }
             }
             bytes.push(b'\n');
         }
@@ -94,13 +107,13 @@ fn torture_messages_meet_the_rfcs() {
         let want_accept = match entry.expect.as_str() {
             "valid" => true,
             "invalid" => false,
-            "proxy-may-forward" => match PROXY_CHOICES.iter().find(|c| c.0 == entry.file) {
-                Some(c) => c.1,
-                None => {
+            "proxy-may-forward" => {
+                let Some(choice) = PROXY_CHOICES.iter().find(|c| c.0 == entry.file) else {
                     failures.push(format!("{}: no documented choice", entry.file));
                     continue;
-                }
-            },
+                };
+                choice.1
+            }
             other => panic!("unknown expectation {other}"),
         };
         if result.is_ok() != want_accept {
@@ -113,7 +126,12 @@ fn torture_messages_meet_the_rfcs() {
             ));
         }
     }
-    assert!(failures.is_empty(), "{} failures:\n{}", failures.len(), failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "{} failures:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
 }
 
 #[test]

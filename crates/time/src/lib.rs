@@ -58,11 +58,16 @@ impl Time {
             .and_then(|n| self.0.checked_add(n))
             .map(Time)
     }
+    #[must_use]
     pub fn saturating_add(self, d: Duration) -> Time {
         self.checked_add(d).unwrap_or(Time::MAX)
     }
+    #[must_use]
     pub fn saturating_sub(self, d: Duration) -> Time {
-        Time(self.0.saturating_sub(u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)))
+        Time(
+            self.0
+                .saturating_sub(u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)),
+        )
     }
 }
 

@@ -1,0 +1,41 @@
+//! `sluice`: one binary, one subcommand per job.
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+mod sip;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "sluice",
+    version,
+    about = "SIP overload control: proxy, load generator, simulator and tools"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Work with SIP messages (parse and inspect).
+    Sip {
+        #[command(subcommand)]
+        command: sip::SipCommand,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Sip { command } => sip::run(command),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("error: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}
