@@ -233,7 +233,9 @@ pub struct TransactionLayer {
 }
 
 impl TransactionLayer {
+    /// A layer with `config` (after [`Config::sanitized`]).
     pub fn new(config: Config) -> TransactionLayer {
+        let config = config.sanitized();
         TransactionLayer {
             txs: Slab::new(config.max_transactions),
             client_index: HashMap::new(),
@@ -365,7 +367,12 @@ impl TransactionLayer {
         if method == Method::Ack {
             return Err(Refused::Ack);
         }
-        let Some(branch) = request.top_via_branch_bytes() else {
+        // Responses are matched by CSeq method (§17.1.3): a request whose CSeq names another
+        // method could never see its responses.
+        let (Some(branch), Some(true)) = (
+            request.top_via_branch_bytes(),
+            request.cseq().map(|c| c.method == method),
+        ) else {
             return Err(Refused::Malformed);
         };
         let key = ClientKey { branch, method };

@@ -25,6 +25,37 @@
 //! }
 //! ```
 //!
+//! [`TransactionLayer::handle_message`] also returns a [`Received`] saying what became of the
+//! message (new transaction, delivered, absorbed retransmission, stray, refused, malformed),
+//! for the driver's accounting; the same facts are counted in [`Stats`].
+//!
+//! ```
+//! use std::net::SocketAddr;
+//! use bytes::Bytes;
+//! use sluice_sip::{edit, Message};
+//! use sluice_time::Time;
+//! use sluice_txn::{Config, Event, Peer, TransactionLayer};
+//!
+//! let invite = Message::parse(Bytes::from_static(
+//!     b"INVITE sip:bob@example.com SIP/2.0\r\n\
+//!       Via: SIP/2.0/UDP 192.0.2.1;branch=z9hG4bK1\r\n\
+//!       From: <sip:alice@example.com>;tag=1\r\nTo: <sip:bob@example.com>\r\n\
+//!       Call-ID: c1\r\nCSeq: 1 INVITE\r\nContent-Length: 0\r\n\r\n",
+//! ))
+//! .unwrap();
+//! let bob = Peer::udp(SocketAddr::from(([192, 0, 2, 2], 5060)));
+//! let mut layer = TransactionLayer::new(Config::default());
+//! let tx = layer.send_request(Time::ZERO, invite.clone(), bob).unwrap();
+//! assert_eq!(layer.poll_transmit().unwrap().to, bob);
+//! assert_eq!(layer.poll_timeout(), Some(Time::from_millis(500))); // Timer A
+//!
+//! let ok = Message::parse(edit::response_to(&invite, 200).to_tag("2").build()).unwrap();
+//! layer.handle_message(Time::from_millis(80), ok, bob);
+//! assert!(matches!(layer.poll_event(), Some(Event::Response { tx: t, .. }) if t == tx));
+//! assert!(matches!(layer.poll_event(), Some(Event::Terminated { .. })));
+//! assert!(layer.is_empty() && layer.poll_timeout().is_none());
+//! ```
+//!
 //! # What the TU sees
 //!
 //! * Client transaction ([`TransactionLayer::send_request`]): zero or more

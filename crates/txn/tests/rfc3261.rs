@@ -1106,3 +1106,23 @@ fn timers_follow_configured_t1_t2_t4() {
         vec![ev(1_000, "response 200"), ev(2_000, "terminated")]
     );
 }
+
+#[test]
+fn zero_timer_values_cannot_stall_the_driver() {
+    let mut run = Run::with(Config {
+        t1: Duration::ZERO,
+        t2: Duration::ZERO,
+        t4: Duration::ZERO,
+        timer_d: Duration::ZERO,
+        ..Config::default()
+    });
+    assert_eq!(run.layer.config().t1, Duration::from_millis(1));
+    run.layer
+        .send_request(Time::ZERO, non_invite("OPTIONS", "z9hG4bK-z"), udp(2))
+        .unwrap();
+    run.drain();
+    run.advance(Time::from_secs(1));
+    // E every 1 ms (T2 = T1) until F at 64 ms.
+    assert_eq!(run.retransmission_times().len(), 63);
+    assert!(run.layer.is_empty());
+}
