@@ -245,6 +245,7 @@ impl Config {
     /// The configuration the layer runs with: a zero T1 or T2 would re-arm a retransmission
     /// timer at the instant it fired and never let `handle_timeout` return, so both are at
     /// least 1 ms, and T2 is at least T1.
+    #[must_use]
     pub fn sanitized(mut self) -> Config {
         self.t1 = self.t1.max(Duration::from_millis(1));
         self.t2 = self.t2.max(self.t1);
