@@ -7,9 +7,9 @@ use crate::error::{ErrorKind, ParseError, Result};
 use crate::scan;
 use crate::HeaderName;
 
-/// Accumulates stream bytes and yields whole messages. The buffer never grows past the
-/// message size limit: a message that would is an error, after which the connection must be
-/// closed (its framing can no longer be trusted).
+/// Accumulates stream bytes and yields whole messages. It holds at most the message size
+/// limit plus the last read: a message larger than the limit is an error as soon as that is
+/// known, after which the connection must be closed (its framing can no longer be trusted).
 #[derive(Debug)]
 pub struct StreamFramer {
     buf: BytesMut,
