@@ -1,0 +1,457 @@
+//! The discrete-event loop (§4.1: the paper used OPNET; this is a plain binary heap over
+//! an integer clock). Virtual time starts at zero; events at the same instant run in the
+//! order they were scheduled. Every random draw comes from a ChaCha stream derived from
+//! the scenario seed and named by what it drives (a source's arrivals and holding times,
+//! one direction of one link), so adding a source perturbs no other stream.
+//!
+//! Events: datagram deliveries, node deadlines (transaction timers, controller intervals,
+//! throttle releases — one armed event per node, re-armed lazily), the RE processor's
+//! service completions, call arrivals (Poisson, piecewise-constant rate, §4.2 and §6.2),
+//! and hang-ups after the holding time.
+
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+use rand_distr::{Distribution, Exp1};
+use sluice_control::{ControlConfig, FeedbackEnforcer, FeedbackGenerator};
+use sluice_time::Time;
+use sluice_txn::TransactionLayer;
+use std::cmp::Ordering;
+use std::collections::BinaryHeap;
+use std::time::Duration;
+
+use crate::ledger::Ledger;
+use crate::net::{Links, NodeId, Packet, Role, Send, Topology};
+use crate::node::{txn_config, Cx};
+use crate::re::Re;
+use crate::report::RunReport;
+use crate::scenario::Scenario;
+use crate::se::Se;
+use crate::ua::{Callee, Caller};
+
+#[derive(Clone, Copy, Debug)]
+enum Ev {
+    Deliver { to: NodeId, slot: u32 },
+    Timer { node: NodeId },
+    ServiceDone,
+    Arrival { source: u32 },
+    HangUp { call: u32 },
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Entry {
+    at: u64,
+    seq: u64,
+    ev: Ev,
+}
+
+impl PartialEq for Entry {
+    fn eq(&self, other: &Self) -> bool {
+        (self.at, self.seq) == (other.at, other.seq)
+    }
+}
+impl Eq for Entry {}
+impl PartialOrd for Entry {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for Entry {
+    /// Reversed, so the max-heap pops the earliest (then first-scheduled) entry.
+    fn cmp(&self, other: &Self) -> Ordering {
+        (other.at, other.seq).cmp(&(self.at, self.seq))
+    }
+}
+
+/// The future event list plus the datagrams in flight.
+#[derive(Debug, Default)]
+struct Agenda {
+    heap: BinaryHeap<Entry>,
+    seq: u64,
+    packets: Vec<Option<Packet>>,
+    free: Vec<u32>,
+}
+
+impl Agenda {
+    fn push(&mut self, at: Time, ev: Ev) {
+        self.seq += 1;
+        self.heap.push(Entry {
+            at: at.as_nanos(),
+            seq: self.seq,
+            ev,
+        });
+    }
+
+    fn stash(&mut self, p: Packet) -> u32 {
+        if let Some(i) = self.free.pop() {
+            self.packets[i as usize] = Some(p);
+            i
+        } else {
+            self.packets.push(Some(p));
+            (self.packets.len() - 1) as u32
+        }
+    }
+
+    fn take(&mut self, slot: u32) -> Option<Packet> {
+        let p = self.packets.get_mut(slot as usize)?.take();
+        if p.is_some() {
+            self.free.push(slot);
+        }
+        p
+    }
+}
+
+/// A caller population's arrival process.
+#[derive(Debug)]
+struct Source {
+    rng: ChaCha8Rng,
+    /// `(from, calls per second)`, ascending; the rate holds until the next step.
+    steps: Vec<(Time, f64)>,
+    mean_hold_s: f64,
+}
+
+impl Source {
+    /// The next arrival after `t`, before `end` (Poisson with piecewise-constant rate:
+    /// memorylessness lets a draw that crosses a step restart at the step).
+    fn next_after(&mut self, mut t: Time, end: Time) -> Option<Time> {
+        loop {
+            let k = self.steps.partition_point(|&(at, _)| at <= t);
+            let rate = if k == 0 { 0.0 } else { self.steps[k - 1].1 };
+            let boundary = self.steps.get(k).map_or(end, |&(at, _)| at.min(end));
+            if rate > 0.0 {
+                let gap: f64 = Exp1.sample(&mut self.rng);
+                let at = t + secs(gap / rate);
+                if at < boundary {
+                    return Some(at);
+                }
+            }
+            if boundary >= end {
+                return None;
+            }
+            t = boundary;
+        }
+    }
+
+    fn holding_ns(&mut self) -> u64 {
+        let h: f64 = Exp1.sample(&mut self.rng);
+        secs(h * self.mean_hold_s).as_nanos() as u64
+    }
+}
+
+fn secs(s: f64) -> Duration {
+    if s.is_finite() && s > 0.0 {
+        Duration::from_nanos((s * 1.0e9).min(1.0e18) as u64)
+    } else {
+        Duration::ZERO
+    }
+}
+
+/// A seeded ChaCha stream named by `stream`.
+fn stream(seed: u64, stream: u64) -> ChaCha8Rng {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    rng.set_stream(stream);
+    rng
+}
+
+fn splitmix(mut x: u64) -> u64 {
+    x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    x ^ (x >> 31)
+}
+
+pub(crate) struct Engine {
+    now: Time,
+    end: Time,
+    topo: Topology,
+    agenda: Agenda,
+    armed: Vec<Option<Time>>,
+    callers: Vec<Caller>,
+    ses: Vec<Se>,
+    re: Re,
+    callee: Callee,
+    sources: Vec<Source>,
+    links: Links,
+    ledger: Ledger,
+    sends: Vec<Send>,
+    hangups: Vec<(Time, u32)>,
+    events: u64,
+    /// End of the next time-series bin whose controller sample is due.
+    next_sample: u64,
+    capacity_cps: f64,
+    names: Vec<String>,
+}
+
+impl std::fmt::Debug for Engine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Engine")
+            .field("now", &self.now)
+            .field("events", &self.events)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Engine {
+    /// Builds the model. The scenario must be valid.
+    pub fn new(sc: &Scenario) -> Result<Self, String> {
+        let n = sc.sources.len();
+        let topo = Topology { sources: n };
+        let cfg = txn_config(&sc.sip);
+        let mut control: ControlConfig = sc.control.clone();
+        control.seed = splitmix(sc.seed ^ splitmix(control.seed));
+        let spec = control.enforcer_spec().map_err(|e| e.to_string())?;
+        let callers = (0..n)
+            .map(|i| Caller::new(topo, i, TransactionLayer::new(cfg)))
+            .collect();
+        let ses = (0..n)
+            .map(|i| {
+                control
+                    .build_enforcer(i as u64, Time::ZERO)
+                    .map(|t| Se::new(topo, i, TransactionLayer::new(cfg), t, spec.hold_limit))
+                    .map_err(|e| e.to_string())
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let re = Re::new(
+            topo,
+            TransactionLayer::new(cfg),
+            control.build_feedback_generator(Time::ZERO),
+            control.build_local_admission(),
+            &sc.re,
+        );
+        let callee = Callee::new(
+            topo,
+            TransactionLayer::new(cfg),
+            sc.call.callee_sends_trying,
+        );
+        let cap = sc.capacity_cps();
+        let sources = sc
+            .sources
+            .iter()
+            .enumerate()
+            .map(|(i, s)| {
+                let steps = if s.schedule.is_empty() {
+                    vec![(Time::ZERO, sc.source_rate_cps(i, 0.0))]
+                } else {
+                    s.schedule
+                        .iter()
+                        .map(|st| (Time::from_secs_f64(st.at_s), st.load * cap))
+                        .collect()
+                };
+                Source {
+                    rng: stream(sc.seed, (3 << 40) + i as u64),
+                    steps,
+                    mean_hold_s: sc.call.holding_time_s,
+                }
+            })
+            .collect();
+        let ledger = Ledger::new(
+            n,
+            Time::from_secs_f64(sc.warmup_s),
+            Time::from_secs_f64(sc.duration_s),
+            secs(sc.call.setup_deadline_s).as_nanos() as u64,
+            sc.call.callee_sends_trying,
+            sc.timeseries,
+        );
+        Ok(Self {
+            now: Time::ZERO,
+            end: Time::from_secs_f64(sc.end_s()),
+            topo,
+            agenda: Agenda::default(),
+            armed: vec![None; topo.nodes()],
+            callers,
+            ses,
+            re,
+            callee,
+            sources,
+            links: Links::new(topo, &sc.link, splitmix(sc.seed)),
+            ledger,
+            sends: Vec::with_capacity(16),
+            hangups: Vec::new(),
+            events: 0,
+            next_sample: 1_000_000_000,
+            capacity_cps: cap,
+            names: sc.sources.iter().map(|s| s.name.clone()).collect(),
+        })
+    }
+
+    pub fn run(mut self) -> RunReport {
+        for i in 0..self.sources.len() {
+            if let Some(at) = self.sources[i].next_after(Time::ZERO, self.end) {
+                self.agenda.push(at, Ev::Arrival { source: i as u32 });
+            }
+        }
+        let end = self.end.as_nanos();
+        while let Some(e) = self.agenda.heap.pop() {
+            if e.at > end {
+                break;
+            }
+            while e.at >= self.next_sample && self.sample_due() {
+                let b = (self.next_sample / 1_000_000_000 - 1) as usize;
+                let m = self.re.feedback.metrics();
+                self.ledger.sample(b, &m);
+                self.next_sample += 1_000_000_000;
+            }
+            self.now = Time::from_nanos(e.at);
+            self.events += 1;
+            match e.ev {
+                Ev::Deliver { to, slot } => {
+                    if let Some(p) = self.agenda.take(slot) {
+                        self.ledger.messages += 1;
+                        self.deliver(to, p);
+                        self.after(to, false);
+                    }
+                }
+                Ev::Timer { node } => {
+                    if self.armed[node.0 as usize] == Some(self.now) {
+                        self.armed[node.0 as usize] = None;
+                        self.timeout(node);
+                        self.after(node, true);
+                    }
+                }
+                Ev::ServiceDone => {
+                    let mut cx = Cx {
+                        now: self.now,
+                        sends: &mut self.sends,
+                        ledger: &mut self.ledger,
+                        hangups: &mut self.hangups,
+                    };
+                    if let Some(done) = self.re.on_service_done(&mut cx) {
+                        self.agenda.push(done, Ev::ServiceDone);
+                    }
+                    let re = self.topo.re();
+                    self.after(re, false);
+                }
+                Ev::Arrival { source } => {
+                    let i = source as usize;
+                    let hold = self.sources[i].holding_ns();
+                    let call = self.ledger.new_call(self.now, i, hold);
+                    let mut cx = Cx {
+                        now: self.now,
+                        sends: &mut self.sends,
+                        ledger: &mut self.ledger,
+                        hangups: &mut self.hangups,
+                    };
+                    self.callers[i].start_call(&mut cx, call);
+                    if let Some(at) = self.sources[i].next_after(self.now, self.end) {
+                        self.agenda.push(at, Ev::Arrival { source });
+                    }
+                    self.after(self.topo.caller(i), false);
+                }
+                Ev::HangUp { call } => {
+                    if let Some(i) = self.ledger.call(call).map(|c| usize::from(c.source)) {
+                        let mut cx = Cx {
+                            now: self.now,
+                            sends: &mut self.sends,
+                            ledger: &mut self.ledger,
+                            hangups: &mut self.hangups,
+                        };
+                        self.callers[i].hang_up(&mut cx, call);
+                        self.after(self.topo.caller(i), false);
+                    }
+                }
+            }
+        }
+        self.report()
+    }
+
+    fn sample_due(&self) -> bool {
+        ((self.next_sample / 1_000_000_000) as usize) <= self.ledger.bins()
+    }
+
+    fn deliver(&mut self, to: NodeId, p: Packet) {
+        let mut cx = Cx {
+            now: self.now,
+            sends: &mut self.sends,
+            ledger: &mut self.ledger,
+            hangups: &mut self.hangups,
+        };
+        match self.topo.role(to) {
+            Role::Caller(i) => self.callers[i].on_message(&mut cx, p.bytes),
+            Role::Se(i) => self.ses[i].on_packet(&mut cx, p),
+            Role::Re => {
+                if let Some(done) = self.re.on_packet(&mut cx, p) {
+                    self.agenda.push(done, Ev::ServiceDone);
+                }
+            }
+            Role::Callee => self.callee.on_message(&mut cx, p.bytes),
+        }
+    }
+
+    fn timeout(&mut self, node: NodeId) {
+        let mut cx = Cx {
+            now: self.now,
+            sends: &mut self.sends,
+            ledger: &mut self.ledger,
+            hangups: &mut self.hangups,
+        };
+        match self.topo.role(node) {
+            Role::Caller(i) => self.callers[i].on_timeout(&mut cx),
+            Role::Se(i) => self.ses[i].on_timeout(&mut cx),
+            Role::Re => self.re.on_timeout(&mut cx),
+            Role::Callee => self.callee.on_timeout(&mut cx),
+        }
+    }
+
+    fn deadline(&mut self, node: NodeId) -> Option<Time> {
+        match self.topo.role(node) {
+            Role::Caller(i) => self.callers[i].txn.poll_timeout(),
+            Role::Se(i) => self.ses[i].deadline(),
+            Role::Re => self.re.deadline(),
+            Role::Callee => self.callee.txn.poll_timeout(),
+        }
+    }
+
+    /// Puts what `node` sent on the wire, schedules its hang-ups and re-arms its deadline.
+    fn after(&mut self, node: NodeId, fired: bool) {
+        for s in self.sends.drain(..) {
+            match self.links.transit(self.now, s.packet.from, s.to) {
+                Some(at) => {
+                    let slot = self.agenda.stash(s.packet);
+                    self.agenda.push(at, Ev::Deliver { to: s.to, slot });
+                }
+                None => self.ledger.lost += 1,
+            }
+        }
+        for (at, call) in self.hangups.drain(..) {
+            self.agenda.push(at, Ev::HangUp { call });
+        }
+        if let Some(d) = self.deadline(node) {
+            // A deadline that did not move past the instant just handled would spin.
+            let floor = if fired {
+                self.now + Duration::from_nanos(1)
+            } else {
+                self.now
+            };
+            let d = d.max(floor);
+            let slot = &mut self.armed[node.0 as usize];
+            if slot.is_none_or(|a| d < a) {
+                *slot = Some(d);
+                self.agenda.push(d, Ev::Timer { node });
+            }
+        }
+    }
+
+    fn report(mut self) -> RunReport {
+        let mut r = RunReport::default();
+        let names = std::mem::take(&mut self.names);
+        self.ledger
+            .finish(self.now, self.capacity_cps, &names, &mut r);
+        r.events_processed = self.events;
+        r.simulated_s = self.end.as_secs_f64();
+        let mut table_full = 0;
+        for c in &self.callers {
+            table_full += c.txn.stats().refused.table_full;
+        }
+        for (s, se) in r.per_source.iter_mut().zip(&self.ses) {
+            table_full += se.txn.stats().refused.table_full;
+            let st = se.throttle.stats();
+            s.window_probes = st.window_probes;
+            s.feedback_applied = st.feedback_applied;
+            r.refusals.se_hold_full += se.hold_full;
+        }
+        table_full += self.re.txn.stats().refused.table_full;
+        table_full += self.callee.txn.stats().refused.table_full;
+        r.refusals.txn_table_full = table_full;
+        r.refusals.re_invite_memory_full = self.re.invite_memory_full();
+        r
+    }
+}

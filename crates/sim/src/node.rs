@@ -1,0 +1,80 @@
+//! What every simulated node shares: the context a handler runs in (the clock, the
+//! network's outbox, the measurement ledger) and the transaction-layer drain loop of
+//! `sluice_txn`'s crate docs, which every node runs after each input.
+
+use bytes::Bytes;
+use sluice_time::Time;
+use sluice_txn::{Config, Event, TransactionLayer, Transmit};
+use std::time::Duration;
+
+use crate::ledger::Ledger;
+use crate::net::{NodeId, Packet, Send};
+use crate::scenario::SipTimers;
+
+/// A handler's view of the world for one event.
+#[derive(Debug)]
+pub(crate) struct Cx<'a> {
+    pub now: Time,
+    pub sends: &'a mut Vec<Send>,
+    pub ledger: &'a mut Ledger,
+    /// Hang-ups to schedule: (when, call).
+    pub hangups: &'a mut Vec<(Time, u32)>,
+}
+
+impl Cx<'_> {
+    /// Hands a datagram to the network.
+    pub fn send(&mut self, from: NodeId, to: NodeId, bytes: Bytes, retrans: bool) {
+        self.sends.push(Send {
+            to,
+            packet: Packet {
+                from,
+                bytes,
+                retrans,
+                feedback: None,
+                feed_forward: None,
+            },
+        });
+    }
+}
+
+/// The transaction-layer configuration of every node.
+pub(crate) fn txn_config(t: &SipTimers) -> Config {
+    let ms = |v: f64| Duration::from_nanos((v * 1.0e6).round() as u64);
+    Config {
+        t1: ms(t.t1_ms),
+        t2: ms(t.t2_ms),
+        t4: ms(t.t4_ms),
+        ..Config::default()
+    }
+}
+
+/// A node that runs a transaction user on top of a [`TransactionLayer`].
+pub(crate) trait Tu {
+    fn txn(&mut self) -> &mut TransactionLayer;
+    /// A message the layer wants sent.
+    fn on_transmit(&mut self, cx: &mut Cx<'_>, t: Transmit);
+    /// An event for the transaction user.
+    fn on_event(&mut self, cx: &mut Cx<'_>, e: Event);
+
+    /// Drains transmits and events until both queues are empty (TU reactions may queue
+    /// more of either).
+    fn drain(&mut self, cx: &mut Cx<'_>) {
+        loop {
+            let mut any = false;
+            while let Some(t) = self.txn().poll_transmit() {
+                any = true;
+                if t.retransmission {
+                    cx.ledger.retransmission(&t.payload);
+                }
+                self.on_transmit(cx, t);
+            }
+            while let Some(e) = self.txn().poll_event() {
+                any = true;
+                self.on_event(cx, e);
+            }
+            if !any {
+                break;
+            }
+        }
+    }
+}

@@ -1,0 +1,254 @@
+//! The user-agent populations of §4.1–4.2: each caller node stands for infinitely many
+//! callers (one INVITE client transaction per call), the callee node for infinitely many
+//! callees that answer at once with 100 Trying, 180 Ringing and 200 OK (Figure 1). Both
+//! have infinite capacity: they act the instant a message arrives.
+//!
+//! All retransmissions come from `sluice_txn`: INVITE (Timer A) and BYE (Timer E) at the
+//! caller, the callee's 2xx until the ACK (RFC 3261 §13.3.1.4). The caller's UA core
+//! answers every repeated 200 with another ACK (§13.2.2.4) and hangs up with a BYE after
+//! the call's exponential holding time.
+
+use bytes::Bytes;
+use sluice_sip::{edit, Message, Method};
+use sluice_txn::{Event, Peer, ServerTxId, TransactionLayer, Transmit, TxId};
+
+use crate::ledger::flag;
+use crate::net::NodeId;
+use crate::node::{Cx, Tu};
+use crate::wire::{self, CallerTemplates};
+
+/// A caller population behind SE `index`.
+#[derive(Debug)]
+pub(crate) struct Caller {
+    pub id: NodeId,
+    se: NodeId,
+    se_peer: Peer,
+    pub txn: TransactionLayer,
+    tpl: CallerTemplates,
+}
+
+impl Caller {
+    pub fn new(cx_topo: crate::net::Topology, index: usize, txn: TransactionLayer) -> Self {
+        let id = cx_topo.caller(index);
+        let se = cx_topo.se(index);
+        Self {
+            id,
+            se,
+            se_peer: cx_topo.peer(se),
+            txn,
+            tpl: CallerTemplates::new(cx_topo.ip(id)),
+        }
+    }
+
+    /// Sends the INVITE of a new call.
+    pub fn start_call(&mut self, cx: &mut Cx<'_>, call: u32) {
+        match Message::parse(self.tpl.invite(call)) {
+            Ok(invite) => {
+                // A refusal (full table) is counted in the layer's stats; the call fails.
+                let _ = self.txn.send_request(cx.now, invite, self.se_peer);
+            }
+            Err(_) => cx.ledger.malformed += 1,
+        }
+        self.drain(cx);
+    }
+
+    /// The holding time is over: BYE.
+    pub fn hang_up(&mut self, cx: &mut Cx<'_>, call: u32) {
+        if !cx.ledger.mark(call, flag::HUNG_UP) {
+            return;
+        }
+        match Message::parse(self.tpl.bye(call)) {
+            Ok(bye) => {
+                let _ = self.txn.send_request(cx.now, bye, self.se_peer);
+            }
+            Err(_) => cx.ledger.malformed += 1,
+        }
+        self.drain(cx);
+    }
+
+    pub fn on_message(&mut self, cx: &mut Cx<'_>, bytes: Bytes) {
+        match Message::parse(bytes) {
+            Ok(msg) => {
+                self.txn.handle_message(cx.now, msg, self.se_peer);
+                self.drain(cx);
+            }
+            Err(_) => cx.ledger.malformed += 1,
+        }
+    }
+
+    pub fn on_timeout(&mut self, cx: &mut Cx<'_>) {
+        self.txn.handle_timeout(cx.now);
+        self.drain(cx);
+    }
+
+    fn ack(&mut self, cx: &mut Cx<'_>, call: u32, repeat: bool) {
+        let ack = self.tpl.ack(call);
+        if repeat {
+            cx.ledger.retransmission(&ack);
+        }
+        cx.send(self.id, self.se, ack, repeat);
+    }
+}
+
+fn invite_response(msg: &Message) -> Option<(u32, u16)> {
+    let status = msg.status()?;
+    if msg.cseq()?.method != Method::Invite {
+        return None;
+    }
+    Some((wire::call_of(msg)?, status))
+}
+
+impl Tu for Caller {
+    fn txn(&mut self) -> &mut TransactionLayer {
+        &mut self.txn
+    }
+
+    fn on_transmit(&mut self, cx: &mut Cx<'_>, t: Transmit) {
+        cx.send(self.id, self.se, t.payload, t.retransmission);
+    }
+
+    fn on_event(&mut self, cx: &mut Cx<'_>, e: Event) {
+        match e {
+            Event::Response { response, .. } => {
+                let Some((call, status)) = invite_response(&response) else {
+                    return;
+                };
+                match status {
+                    180..=199 => {
+                        cx.ledger.mark(call, flag::RINGING_AT_CALLER);
+                    }
+                    200..=299 => {
+                        if cx.ledger.mark(call, flag::OK_AT_CALLER) {
+                            self.ack(cx, call, false);
+                            if let Some(rec) = cx.ledger.call(call) {
+                                let at = cx.now + std::time::Duration::from_nanos(rec.hold_ns);
+                                cx.hangups.push((at, call));
+                            }
+                        }
+                    }
+                    503 => {
+                        cx.ledger.mark(call, flag::REJECTED_SEEN);
+                    }
+                    _ => {}
+                }
+            }
+            Event::StrayResponse { response, .. } => {
+                // A repeated 2xx: the UA core ACKs every copy (§13.2.2.4).
+                if let Some((call, 200..=299)) = invite_response(&response) {
+                    if cx.ledger.has(call, flag::OK_AT_CALLER) {
+                        self.ack(cx, call, true);
+                    }
+                }
+            }
+            Event::Request { tx, .. } => {
+                // Callers receive no requests in this model.
+                self.txn.terminate_tx(TxId::Server(tx));
+            }
+            _ => {}
+        }
+    }
+}
+
+/// The callee population behind the RE.
+#[derive(Debug)]
+pub(crate) struct Callee {
+    pub id: NodeId,
+    re: NodeId,
+    re_peer: Peer,
+    pub txn: TransactionLayer,
+    sends_trying: bool,
+}
+
+impl Callee {
+    pub fn new(topo: crate::net::Topology, txn: TransactionLayer, sends_trying: bool) -> Self {
+        Self {
+            id: topo.callee(),
+            re: topo.re(),
+            re_peer: topo.peer(topo.re()),
+            txn,
+            sends_trying,
+        }
+    }
+
+    pub fn on_message(&mut self, cx: &mut Cx<'_>, bytes: Bytes) {
+        match Message::parse(bytes) {
+            Ok(msg) => {
+                self.txn.handle_message(cx.now, msg, self.re_peer);
+                self.drain(cx);
+            }
+            Err(_) => cx.ledger.malformed += 1,
+        }
+    }
+
+    pub fn on_timeout(&mut self, cx: &mut Cx<'_>) {
+        self.txn.handle_timeout(cx.now);
+        self.drain(cx);
+    }
+
+    fn answer(&mut self, cx: &mut Cx<'_>, tx: ServerTxId, request: &Message, from: Peer) {
+        let Some(call) = wire::call_of(request) else {
+            self.txn.terminate_tx(TxId::Server(tx));
+            return;
+        };
+        // A repeated INVITE after the 2xx went out (RFC 3261 before RFC 6026 gives it a
+        // new server transaction): the 2xx retransmission already answers it.
+        if !cx.ledger.mark(call, flag::INVITE_AT_CALLEE) {
+            self.txn.terminate_tx(TxId::Server(tx));
+            return;
+        }
+        let now = cx.now;
+        if self.sends_trying {
+            let _ = self
+                .txn
+                .respond_bytes(now, tx, 100, edit::response_to(request, 100).build());
+        }
+        let _ = self.txn.respond_bytes(
+            now,
+            tx,
+            180,
+            edit::response_to(request, 180).to_tag("2").build(),
+        );
+        // The 2xx belongs to the UA core, which retransmits it until the ACK.
+        self.txn.terminate_tx(TxId::Server(tx));
+        match Message::parse(edit::response_to(request, 200).to_tag("2").build()) {
+            Ok(ok) => {
+                let _ = self.txn.send_2xx_reliably(now, ok, from);
+            }
+            Err(_) => cx.ledger.malformed += 1,
+        }
+    }
+}
+
+impl Tu for Callee {
+    fn txn(&mut self) -> &mut TransactionLayer {
+        &mut self.txn
+    }
+
+    fn on_transmit(&mut self, cx: &mut Cx<'_>, t: Transmit) {
+        cx.send(self.id, self.re, t.payload, t.retransmission);
+    }
+
+    fn on_event(&mut self, cx: &mut Cx<'_>, e: Event) {
+        match e {
+            Event::Request {
+                tx, request, from, ..
+            } => match request.method() {
+                Some(Method::Invite) => self.answer(cx, tx, &request, from),
+                Some(Method::Bye) => {
+                    let ok = edit::response_to(&request, 200).build();
+                    let _ = self.txn.respond_bytes(cx.now, tx, 200, ok);
+                }
+                _ => {
+                    let no = edit::response_to(&request, 501).build();
+                    let _ = self.txn.respond_bytes(cx.now, tx, 501, no);
+                }
+            },
+            Event::Ack2xx { request, .. } => {
+                if let Some(call) = wire::call_of(&request) {
+                    cx.ledger.ack_at_callee(cx.now, call);
+                }
+            }
+            _ => {}
+        }
+    }
+}

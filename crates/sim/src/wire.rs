@@ -1,0 +1,191 @@
+//! The SIP messages of the paper's call flow (§2.1, Figure 1), written by the user agents,
+//! and the small helpers the proxies need around `sluice_sip::edit`.
+//!
+//! Messages are short but complete RFC 3261 messages (Via with a magic-cookie branch,
+//! Max-Forwards, From/To with tags, Call-ID, CSeq, Content-Length). The Call-ID is the
+//! call's number in decimal, which lets the simulator's metrics find a call from any of
+//! its messages; routing is static (§4.2), so no Route/Record-Route headers are needed.
+
+use bytes::{BufMut, Bytes, BytesMut};
+use sluice_sip::{HeaderName, Message, Method};
+use std::net::Ipv4Addr;
+
+/// Writes `n` in decimal.
+pub(crate) fn put_u64(out: &mut impl BufMut, mut n: u64) {
+    let mut buf = [0u8; 20];
+    let mut i = buf.len();
+    loop {
+        i -= 1;
+        buf[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    out.put_slice(&buf[i..]);
+}
+
+/// The call number in a Call-ID written by [`CallerTemplates`].
+pub(crate) fn call_of(msg: &Message) -> Option<u32> {
+    parse_u32(msg.call_id()?)
+}
+
+fn parse_u32(digits: &[u8]) -> Option<u32> {
+    if digits.is_empty() || digits.len() > 10 {
+        return None;
+    }
+    let mut n: u64 = 0;
+    for &d in digits {
+        if !d.is_ascii_digit() {
+            return None;
+        }
+        n = n * 10 + u64::from(d - b'0');
+    }
+    u32::try_from(n).ok()
+}
+
+/// The requests one caller population sends.
+#[derive(Clone, Debug)]
+pub(crate) struct CallerTemplates {
+    ip: String,
+}
+
+const CALLEE_URI: &[u8] = b"sip:callee@10.4.0.1";
+
+impl CallerTemplates {
+    pub fn new(ip: Ipv4Addr) -> Self {
+        Self { ip: ip.to_string() }
+    }
+
+    fn request(
+        &self,
+        method: &[u8],
+        call: u32,
+        branch_suffix: u8,
+        cseq: u32,
+        to_tag: bool,
+    ) -> Bytes {
+        let mut b = BytesMut::with_capacity(320);
+        b.put_slice(method);
+        b.put_u8(b' ');
+        b.put_slice(CALLEE_URI);
+        b.put_slice(b" SIP/2.0\r\nVia: SIP/2.0/UDP ");
+        b.put_slice(self.ip.as_bytes());
+        b.put_slice(b":5060;branch=z9hG4bK");
+        put_u64(&mut b, u64::from(call));
+        b.put_u8(branch_suffix);
+        b.put_slice(b"\r\nMax-Forwards: 70\r\nFrom: <sip:caller@");
+        b.put_slice(self.ip.as_bytes());
+        b.put_slice(b">;tag=");
+        put_u64(&mut b, u64::from(call));
+        b.put_slice(b"\r\nTo: <");
+        b.put_slice(CALLEE_URI);
+        b.put_slice(if to_tag { b">;tag=2\r\n" } else { b">\r\n" });
+        b.put_slice(b"Call-ID: ");
+        put_u64(&mut b, u64::from(call));
+        b.put_slice(b"\r\nCSeq: ");
+        put_u64(&mut b, u64::from(cseq));
+        b.put_u8(b' ');
+        b.put_slice(method);
+        b.put_slice(b"\r\nContent-Length: 0\r\n\r\n");
+        b.freeze()
+    }
+
+    pub fn invite(&self, call: u32) -> Bytes {
+        self.request(b"INVITE", call, b'i', 1, false)
+    }
+
+    /// The ACK for the 2xx (a new transaction, §13.2.2.4).
+    pub fn ack(&self, call: u32) -> Bytes {
+        self.request(b"ACK", call, b'a', 1, true)
+    }
+
+    pub fn bye(&self, call: u32) -> Bytes {
+        self.request(b"BYE", call, b'b', 2, true)
+    }
+}
+
+/// Writes the Via value a stateful proxy at `ip` pushes: its branch is the received
+/// branch with `suffix` appended (unique per hop, stable across retransmissions).
+pub(crate) fn proxy_via(out: &mut Vec<u8>, ip: &[u8], received_branch: &[u8], suffix: u8) {
+    out.clear();
+    out.extend_from_slice(b"SIP/2.0/UDP ");
+    out.extend_from_slice(ip);
+    out.extend_from_slice(b":5060;branch=");
+    out.extend_from_slice(received_branch);
+    out.push(suffix);
+}
+
+/// The address in the sent-by of the second Via value: where a proxy relays a response
+/// once it has popped its own Via (RFC 3261 §16.7 step 9, §18.2.2 without `received`).
+pub(crate) fn second_via_ip(msg: &Message) -> Option<Ipv4Addr> {
+    let via = msg.header_values(HeaderName::Via).nth(1)?.ok()?;
+    let after_proto = via.iter().position(|&b| b == b' ')?;
+    let rest = &via[after_proto + 1..];
+    let end = rest
+        .iter()
+        .position(|&b| b == b':' || b == b';' || b == b' ')
+        .unwrap_or(rest.len());
+    std::str::from_utf8(&rest[..end]).ok()?.parse().ok()
+}
+
+/// Message kinds the report counts retransmissions of.
+pub(crate) fn label(msg: &Message) -> String {
+    match (msg.method(), msg.status()) {
+        (Some(m), _) => m.as_str().to_owned(),
+        (None, Some(status)) => {
+            let method = msg.cseq().map_or("?", |c| c.method.as_str());
+            format!("{status}-{method}")
+        }
+        (None, None) => "?".to_owned(),
+    }
+}
+
+/// A compact key for [`label`], to count without allocating.
+pub(crate) fn label_key(msg: &Message) -> (u16, u8) {
+    let method = |m: Option<&Method>| match m {
+        Some(Method::Invite) => 1,
+        Some(Method::Ack) => 2,
+        Some(Method::Bye) => 3,
+        Some(Method::Cancel) => 4,
+        Some(_) => 5,
+        None => 0,
+    };
+    match msg.status() {
+        Some(s) => (s, method(msg.cseq().map(|c| &c.method))),
+        None => (0, method(msg.method())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn templates_parse_and_carry_the_call_number() {
+        let t = CallerTemplates::new(Ipv4Addr::new(10, 1, 0, 2));
+        for (bytes, method) in [
+            (t.invite(42), Method::Invite),
+            (t.ack(42), Method::Ack),
+            (t.bye(42), Method::Bye),
+        ] {
+            let m = Message::parse(bytes).unwrap();
+            assert_eq!(m.method(), Some(&method));
+            assert_eq!(call_of(&m), Some(42));
+            assert_eq!(m.cseq().unwrap().method, method);
+            assert!(m.top_via_branch().unwrap().starts_with(b"z9hG4bK42"));
+        }
+    }
+
+    #[test]
+    fn second_via_is_found() {
+        let m = Message::parse(Bytes::from_static(
+            b"SIP/2.0 200 OK\r\nVia: SIP/2.0/UDP 10.3.0.1:5060;branch=z9hG4bKx\r\n\
+              Via: SIP/2.0/UDP 10.2.0.7:5060;branch=z9hG4bKy\r\nCall-ID: 1\r\nCSeq: 1 INVITE\r\n\
+              Content-Length: 0\r\n\r\n",
+        ))
+        .unwrap();
+        assert_eq!(second_via_ip(&m), Some(Ipv4Addr::new(10, 2, 0, 7)));
+        assert_eq!(label(&m), "200-INVITE");
+    }
+}
