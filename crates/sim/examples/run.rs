@@ -36,6 +36,23 @@ fn main() {
         timeseries: series,
         ..Scenario::default()
     };
+    let mut s = s;
+    if let Ok(extra) = std::env::var("SIM_EXTRA") {
+        // Extra scenario fields as TOML, merged over the command line's.
+        let mut table = toml::Table::try_from(&s).unwrap_or_default();
+        if let Ok(over) = extra.replace(';', "\n").parse::<toml::Table>() {
+            for (k, v) in over {
+                table.insert(k, v);
+            }
+        }
+        match toml::Value::Table(table).try_into() {
+            Ok(merged) => s = merged,
+            Err(e) => {
+                eprintln!("SIM_EXTRA: {e}");
+                std::process::exit(2);
+            }
+        }
+    }
     let t = Instant::now();
     let r = run(&s);
     let wall = t.elapsed().as_secs_f64();

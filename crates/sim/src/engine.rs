@@ -16,7 +16,7 @@ use sluice_control::{ControlConfig, FeedbackEnforcer, FeedbackGenerator};
 use sluice_time::Time;
 use sluice_txn::TransactionLayer;
 use std::cmp::Ordering;
-use std::collections::BinaryHeap;
+use std::collections::{BinaryHeap, VecDeque};
 use std::time::Duration;
 
 use crate::ledger::Ledger;
@@ -63,9 +63,16 @@ impl Ord for Entry {
 }
 
 /// The future event list plus the datagrams in flight.
+///
+/// Most events happen at the instant they are scheduled (zero link delay is the paper's
+/// default), so those skip the heap and wait in a FIFO. The order is still exactly
+/// (time, scheduling sequence): heap entries due now were all scheduled before the clock
+/// reached now, so they come before anything in the FIFO.
 #[derive(Debug, Default)]
 struct Agenda {
+    now: u64,
     heap: BinaryHeap<Entry>,
+    fifo: VecDeque<Ev>,
     seq: u64,
     packets: Vec<Option<Packet>>,
     free: Vec<u32>,
@@ -73,12 +80,29 @@ struct Agenda {
 
 impl Agenda {
     fn push(&mut self, at: Time, ev: Ev) {
-        self.seq += 1;
-        self.heap.push(Entry {
-            at: at.as_nanos(),
-            seq: self.seq,
-            ev,
-        });
+        let at = at.as_nanos();
+        if at == self.now {
+            self.fifo.push_back(ev);
+        } else {
+            self.seq += 1;
+            self.heap.push(Entry {
+                at,
+                seq: self.seq,
+                ev,
+            });
+        }
+    }
+
+    /// The next event and its time, advancing the clock.
+    fn pop(&mut self) -> Option<(u64, Ev)> {
+        if let Some(top) = self.heap.peek() {
+            if top.at == self.now || self.fifo.is_empty() {
+                let e = self.heap.pop()?;
+                self.now = e.at;
+                return Some((e.at, e.ev));
+            }
+        }
+        self.fifo.pop_front().map(|ev| (self.now, ev))
     }
 
     fn stash(&mut self, p: Packet) -> u32 {
@@ -280,19 +304,19 @@ impl Engine {
             }
         }
         let end = self.end.as_nanos();
-        while let Some(e) = self.agenda.heap.pop() {
-            if e.at > end {
+        while let Some((at, ev)) = self.agenda.pop() {
+            if at > end {
                 break;
             }
-            while e.at >= self.next_sample && self.sample_due() {
+            while at >= self.next_sample && self.sample_due() {
                 let b = (self.next_sample / 1_000_000_000 - 1) as usize;
                 let m = self.re.feedback.metrics();
                 self.ledger.sample(b, &m);
                 self.next_sample += 1_000_000_000;
             }
-            self.now = Time::from_nanos(e.at);
+            self.now = Time::from_nanos(at);
             self.events += 1;
-            match e.ev {
+            match ev {
                 Ev::Deliver { to, slot } => {
                     if let Some(p) = self.agenda.take(slot) {
                         self.ledger.messages += 1;

@@ -63,7 +63,6 @@ impl Hasher for FxHasher {
 
 pub(crate) type FxBuild = BuildHasherDefault<FxHasher>;
 pub(crate) type FxHashMap<K, V> = HashMap<K, V, FxBuild>;
-#[allow(dead_code)]
 pub(crate) type FxHashSet<K> = HashSet<K, FxBuild>;
 
 /// One 64-bit hash of a byte string (e.g. a Call-ID).

@@ -39,23 +39,24 @@ pub(crate) struct Topology {
 }
 
 impl Topology {
-    pub fn caller(&self, i: usize) -> NodeId {
+    #[allow(clippy::unused_self)] // kept for symmetry with se(), re(), callee()
+    pub fn caller(self, i: usize) -> NodeId {
         NodeId(i as u32)
     }
-    pub fn se(&self, i: usize) -> NodeId {
+    pub fn se(self, i: usize) -> NodeId {
         NodeId((self.sources + i) as u32)
     }
-    pub fn re(&self) -> NodeId {
+    pub fn re(self) -> NodeId {
         NodeId((2 * self.sources) as u32)
     }
-    pub fn callee(&self) -> NodeId {
+    pub fn callee(self) -> NodeId {
         NodeId((2 * self.sources + 1) as u32)
     }
-    pub fn nodes(&self) -> usize {
+    pub fn nodes(self) -> usize {
         2 * self.sources + 2
     }
 
-    pub fn role(&self, n: NodeId) -> Role {
+    pub fn role(self, n: NodeId) -> Role {
         let i = n.0 as usize;
         if i < self.sources {
             Role::Caller(i)
@@ -68,7 +69,7 @@ impl Topology {
         }
     }
 
-    pub fn ip(&self, n: NodeId) -> Ipv4Addr {
+    pub fn ip(self, n: NodeId) -> Ipv4Addr {
         let (kind, i) = match self.role(n) {
             Role::Caller(i) => (1, i),
             Role::Se(i) => (2, i),
@@ -78,12 +79,12 @@ impl Topology {
         Ipv4Addr::new(10, kind, (i >> 8) as u8, (i & 0xff) as u8)
     }
 
-    pub fn peer(&self, n: NodeId) -> Peer {
+    pub fn peer(self, n: NodeId) -> Peer {
         Peer::udp(SocketAddr::new(IpAddr::V4(self.ip(n)), 5060))
     }
 
     /// The node behind an address of the plan.
-    pub fn node_of_ip(&self, ip: Ipv4Addr) -> Option<NodeId> {
+    pub fn node_of_ip(self, ip: Ipv4Addr) -> Option<NodeId> {
         let [a, kind, hi, lo] = ip.octets();
         if a != 10 {
             return None;
@@ -98,7 +99,7 @@ impl Topology {
         }
     }
 
-    pub fn node_of(&self, peer: Peer) -> Option<NodeId> {
+    pub fn node_of(self, peer: Peer) -> Option<NodeId> {
         match peer.addr.ip() {
             IpAddr::V4(ip) => self.node_of_ip(ip),
             IpAddr::V6(_) => None,
@@ -142,7 +143,7 @@ pub(crate) struct Links {
     topo: Topology,
     /// `[4i..4i+4)`: caller→SE, SE→caller, SE→RE, RE→SE of source `i`; then RE→callee,
     /// callee→RE.
-    links: Vec<Link>,
+    hops: Vec<Link>,
     lossless: bool,
     uniform_delay: Option<Duration>,
 }
@@ -163,21 +164,21 @@ impl Links {
             rng.set_stream(stream);
             Link { delay, loss, rng }
         };
-        let mut links = Vec::with_capacity(4 * topo.sources + 2);
+        let mut hops = Vec::with_capacity(4 * topo.sources + 2);
         for i in 0..topo.sources as u64 {
             let base = (1 << 40) + 4 * i;
-            links.push(link(fwd, base));
-            links.push(link(bwd, base + 1));
-            links.push(link(fwd, base + 2));
-            links.push(link(bwd, base + 3));
+            hops.push(link(fwd, base));
+            hops.push(link(bwd, base + 1));
+            hops.push(link(fwd, base + 2));
+            hops.push(link(bwd, base + 3));
         }
-        links.push(link(fwd, 2 << 40));
-        links.push(link(bwd, (2 << 40) + 1));
+        hops.push(link(fwd, 2 << 40));
+        hops.push(link(bwd, (2 << 40) + 1));
         Self {
             topo,
             lossless: fwd.1 == 0.0 && bwd.1 == 0.0,
             uniform_delay: (fwd.0 == bwd.0).then_some(fwd.0),
-            links,
+            hops,
         }
     }
 
@@ -201,7 +202,7 @@ impl Links {
             }
         }
         let i = self.index(from, to);
-        let link = &mut self.links[i];
+        let link = &mut self.hops[i];
         if link.loss > 0.0 && link.rng.gen::<f64>() < link.loss {
             return None;
         }

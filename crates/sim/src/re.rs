@@ -23,7 +23,7 @@ use sluice_txn::{ClientTxId, Event, Peer, Received, ServerTxId, TransactionLayer
 use std::collections::VecDeque;
 use std::time::Duration;
 
-use crate::fx::{hash_bytes, FxHashMap};
+use crate::fx::{hash_bytes, FxHashMap, FxHashSet};
 use crate::ledger::flag;
 use crate::net::{NodeId, Packet, Role, Topology};
 use crate::node::{Cx, Tu};
@@ -53,7 +53,7 @@ struct InService {
 /// Entries expire after 64·T1, when no copy can still be in flight.
 #[derive(Debug)]
 struct InviteMemory {
-    seen: FxHashMap<u64, ()>,
+    seen: FxHashSet<u64>,
     order: VecDeque<(Time, u64)>,
     ttl: Duration,
     limit: usize,
@@ -70,14 +70,14 @@ impl InviteMemory {
             self.order.pop_front();
             self.seen.remove(&k);
         }
-        if self.seen.contains_key(&key) {
+        if self.seen.contains(&key) {
             return false;
         }
         if self.seen.len() >= self.limit {
             self.full += 1;
             return true;
         }
-        self.seen.insert(key, ());
+        self.seen.insert(key);
         self.order.push_back((now, key));
         true
     }
@@ -140,7 +140,7 @@ impl Re {
             reject_cost: rate_to_duration(re.reject_rate_mps),
             c2s: FxHashMap::default(),
             invites: InviteMemory {
-                seen: FxHashMap::default(),
+                seen: FxHashSet::default(),
                 order: VecDeque::new(),
                 ttl,
                 limit: 1 << 22,

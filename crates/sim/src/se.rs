@@ -133,14 +133,11 @@ impl Se {
             cx.ledger.malformed += 1;
             return;
         };
-        match self.txn.send_request(cx.now, msg, self.re_peer) {
-            Ok(client) => {
-                self.c2s.insert(client, tx);
-            }
-            Err(_) => {
-                let busy = edit::response_to(request, 503).build();
-                let _ = self.txn.respond_bytes(cx.now, tx, 503, busy);
-            }
+        if let Ok(client) = self.txn.send_request(cx.now, msg, self.re_peer) {
+            self.c2s.insert(client, tx);
+        } else {
+            let busy = edit::response_to(request, 503).build();
+            let _ = self.txn.respond_bytes(cx.now, tx, 503, busy);
         }
     }
 
@@ -234,23 +231,19 @@ impl Tu for Se {
                     let _ = self.txn.respond_bytes(cx.now, server, status, bytes);
                 }
             }
-            Event::StrayResponse { response, .. } => {
-                // A repeated 2xx from the RE: relay it statelessly to the caller.
-                if wire::second_via_ip(&response).is_some() {
-                    let bytes = edit::forward_response(
-                        &response,
-                        &ResponseEdits {
-                            pop_via: true,
-                            ..ResponseEdits::default()
-                        },
-                    );
-                    cx.send(self.id, self.caller, bytes, self.cur_retrans);
-                }
+            // A repeated 2xx from the RE: relay it statelessly to the caller.
+            Event::StrayResponse { response, .. } if wire::second_via_ip(&response).is_some() => {
+                let bytes = edit::forward_response(
+                    &response,
+                    &ResponseEdits {
+                        pop_via: true,
+                        ..ResponseEdits::default()
+                    },
+                );
+                cx.send(self.id, self.caller, bytes, self.cur_retrans);
             }
-            Event::Ack2xx { request, from, .. } => {
-                if from == self.caller_peer {
-                    self.relay_request(cx, &request);
-                }
+            Event::Ack2xx { request, from, .. } if from == self.caller_peer => {
+                self.relay_request(cx, &request);
             }
             Event::Timeout {
                 tx: TxId::Client(client),

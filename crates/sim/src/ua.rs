@@ -117,13 +117,11 @@ impl Tu for Caller {
                     180..=199 => {
                         cx.ledger.mark(call, flag::RINGING_AT_CALLER);
                     }
-                    200..=299 => {
-                        if cx.ledger.mark(call, flag::OK_AT_CALLER) {
-                            self.ack(cx, call, false);
-                            if let Some(rec) = cx.ledger.call(call) {
-                                let at = cx.now + std::time::Duration::from_nanos(rec.hold_ns);
-                                cx.hangups.push((at, call));
-                            }
+                    200..=299 if cx.ledger.mark(call, flag::OK_AT_CALLER) => {
+                        self.ack(cx, call, false);
+                        if let Some(rec) = cx.ledger.call(call) {
+                            let at = cx.now + std::time::Duration::from_nanos(rec.hold_ns);
+                            cx.hangups.push((at, call));
                         }
                     }
                     503 => {
