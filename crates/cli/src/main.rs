@@ -4,6 +4,8 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+mod plot;
+mod sim;
 mod sip;
 
 #[derive(Parser, Debug)]
@@ -19,6 +21,8 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
+    /// Run an experiment in the deterministic simulator (a TOML file or a built-in name).
+    Sim(sim::SimArgs),
     /// Work with SIP messages (parse and inspect).
     Sip {
         #[command(subcommand)]
@@ -29,6 +33,7 @@ enum Command {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
+        Command::Sim(args) => sim::run(&args),
         Command::Sip { command } => sip::run(command),
     };
     match result {

@@ -9,6 +9,16 @@
 //!   as §5.7 prescribes),
 //!
 //! and, for rate-occ (§3.7), the processor occupancy over the interval (busy time / T_m).
+//!
+//! One deliberate refinement, on by default ([`ServiceRateBasis::BusyTime`]): `μ` is
+//! measured as sessions accepted per second of *processor busy time* rather than per
+//! second of wall time. §3.1 wants the session *service* rate and notes that "under normal
+//! working conditions" the acceptance rate is roughly equal to it; that holds when the
+//! processor is saturated, where both bases agree. Below saturation the wall-time rate is
+//! the offered rate, and a window or rate computed from it admits no more than what came
+//! last interval, so a throttled source can only shrink (observed in sluice's simulator:
+//! win-disc at offered load 1 settled near 0.5 goodput). `ServiceRateBasis::WallTime`
+//! restores the literal definition.
 //! `μ` and `L_sess` are smoothed with an EWMA.
 //!
 //! Defaults: `T_m = 100 ms` (Table 2); initial `L_sess = 7`, the seven messages of the
@@ -49,6 +59,19 @@ pub struct EstimatorConfig {
     /// reaches one session; it is far below the paper's 72 sessions/s capacity, so it
     /// never binds in overload.
     pub service_rate_floor: f64,
+    /// What `μ` is measured against; see the module docs.
+    pub service_rate_basis: ServiceRateBasis,
+}
+
+/// The denominator of the `μ` estimate.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ServiceRateBasis {
+    /// Accepted sessions per second of processor busy time: the service rate at any load.
+    #[default]
+    BusyTime,
+    /// Accepted sessions per second of wall time (§3.1 read literally).
+    WallTime,
 }
 
 impl Default for EstimatorConfig {
@@ -58,6 +81,7 @@ impl Default for EstimatorConfig {
             smoothing_weight: 0.25,
             initial_session_length: 7.0,
             service_rate_floor: 5.0,
+            service_rate_basis: ServiceRateBasis::BusyTime,
         }
     }
 }
@@ -80,6 +104,7 @@ pub fn sessions_in_queue(queue: QueueOccupancy, session_length: f64) -> f64 {
 #[derive(Clone, Debug)]
 pub struct SessionEstimator {
     interval: Duration,
+    basis: ServiceRateBasis,
     floor: f64,
     interval_start: Time,
     processed: u64,
@@ -99,6 +124,7 @@ impl SessionEstimator {
         let initial = config.initial_session_length;
         Self {
             interval: sane_interval(config.measurement_interval),
+            basis: config.service_rate_basis,
             floor: if config.service_rate_floor.is_finite() {
                 config.service_rate_floor.max(0.0)
             } else {
@@ -144,7 +170,17 @@ impl SessionEstimator {
             return;
         }
         let elapsed = (now - self.interval_start).as_secs_f64();
-        self.service_rate.update(self.accepted as f64 / elapsed);
+        let busy = self.busy.as_secs_f64().min(elapsed);
+        match self.basis {
+            ServiceRateBasis::WallTime => {
+                self.service_rate.update(self.accepted as f64 / elapsed);
+            }
+            // An idle interval says nothing about the service rate: keep the estimate.
+            ServiceRateBasis::BusyTime if busy > 0.0 => {
+                self.service_rate.update(self.accepted as f64 / busy);
+            }
+            ServiceRateBasis::BusyTime => {}
+        }
         if self.accepted > 0 {
             self.session_length
                 .update(self.processed as f64 / self.accepted as f64);
@@ -277,8 +313,50 @@ mod tests {
     }
 
     #[test]
+    fn below_saturation_mu_is_the_service_rate_not_the_arrival_rate() {
+        // 7-message sessions at 2 ms per message: the processor can serve 500/7 ≈ 71.4
+        // sessions/s. Only 2 sessions arrive in 100 ms (14 messages, 28 ms busy).
+        let sample = |basis| {
+            let mut est = SessionEstimator::new(
+                &EstimatorConfig {
+                    service_rate_basis: basis,
+                    ..no_smoothing()
+                },
+                Time::ZERO,
+            );
+            for _ in 0..2 {
+                est.on_processed(&completion(MessageSummary::new_session(None), true));
+                for _ in 0..6 {
+                    est.on_processed(&completion(MessageSummary::other_request(None), false));
+                }
+            }
+            est.handle_timeout(Time::from_millis(100));
+            est.service_rate().unwrap()
+        };
+        assert!((sample(ServiceRateBasis::BusyTime) - 500.0 / 7.0).abs() < 1e-9);
+        assert!(
+            (sample(ServiceRateBasis::WallTime) - 20.0).abs() < 1e-9,
+            "the literal §3.1 estimate is the arrival rate"
+        );
+    }
+
+    #[test]
+    fn an_idle_interval_keeps_the_busy_time_estimate() {
+        let mut est = SessionEstimator::new(&no_smoothing(), Time::ZERO);
+        est.on_processed(&completion(MessageSummary::new_session(None), true));
+        est.handle_timeout(Time::from_millis(100));
+        let before = est.service_rate().unwrap();
+        est.handle_timeout(Time::from_millis(200));
+        assert_eq!(est.service_rate(), Some(before));
+    }
+
+    #[test]
     fn timer_does_not_fire_early_and_late_calls_use_the_real_elapsed_time() {
-        let mut est = SessionEstimator::new(&no_smoothing(), Time::from_secs(1));
+        let wall = EstimatorConfig {
+            service_rate_basis: ServiceRateBasis::WallTime,
+            ..no_smoothing()
+        };
+        let mut est = SessionEstimator::new(&wall, Time::from_secs(1));
         est.handle_timeout(Time::from_millis(1050));
         assert_eq!(est.intervals_closed(), 0);
         for _ in 0..30 {

@@ -190,6 +190,8 @@ mod tests {
     #[test]
     fn control_step_splits_lambda_among_active_sources() {
         let est = EstimatorConfig {
+            // The laws under test take μ as given: measure it literally (§3.1).
+            service_rate_basis: crate::estimation::ServiceRateBasis::WallTime,
             smoothing_weight: 1.0,
             ..Default::default()
         };

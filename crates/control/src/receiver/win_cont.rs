@@ -253,6 +253,8 @@ mod tests {
     /// A 20/s floor gives `N_sess_max = 4` without having to drive the estimator.
     fn win_cont(config: &WinContConfig, fairness: Fairness, floor: f64) -> WinCont {
         let est = EstimatorConfig {
+            // The laws under test take μ as given: measure it literally (§3.1).
+            service_rate_basis: crate::estimation::ServiceRateBasis::WallTime,
             service_rate_floor: floor,
             ..Default::default()
         };
@@ -412,6 +414,8 @@ mod tests {
                 ..Default::default()
             };
             let est = EstimatorConfig {
+                // The laws under test take μ as given: measure it literally (§3.1).
+                service_rate_basis: crate::estimation::ServiceRateBasis::WallTime,
                 service_rate_floor: 7.5,
                 ..Default::default()
             };

@@ -135,6 +135,8 @@ mod tests {
 
     fn win_disc(fairness: Fairness) -> WinDisc {
         let est = EstimatorConfig {
+            // The laws under test take μ as given: measure it literally (§3.1).
+            service_rate_basis: crate::estimation::ServiceRateBasis::WallTime,
             smoothing_weight: 1.0,
             ..Default::default()
         };

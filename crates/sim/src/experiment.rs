@@ -1,0 +1,476 @@
+//! Experiments as data: one TOML file per reproduced figure.
+//!
+//! An experiment is a base [`Scenario`] (every field defaulted to the paper's value, so a file
+//! names only what it changes), a list of variants (one curve each, with their own overrides)
+//! and either a sweep over offered load and seeds or a single dynamic run per variant. Tables
+//! are deep-merged: `base`, then the variant's `scenario`, then the sweep point, and the result
+//! is deserialized into a `Scenario`, so any knob of the model can be swept without code.
+//!
+//! ```toml
+//! name = "shen2008-fig07"
+//! title = "win-disc goodput under different queuing delay budgets"
+//! paper = "Shen, Schulzrinne, Nahum 2008"
+//! figure = "Figure 7"
+//! [base]
+//! duration_s = 600
+//! [sweep]
+//! offered_load = [0.5, 1.0, 2.0, 4.0, 8.4]
+//! seeds = [1]
+//! [[variant]]
+//! label = "D_B = 200 ms"
+//! scenario = { control = { algorithm = "win-disc", win_disc = { budget_delay_ms = 200 } } }
+//! ```
+
+use serde::Deserialize;
+
+use crate::Scenario;
+
+/// What an experiment runs: a sweep of steady loads, or one time-varying run per variant.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Kind {
+    #[default]
+    Sweep,
+    Dynamic,
+}
+
+/// Axis labels and limits for the experiment's plot.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct PlotSpec {
+    pub x_label: String,
+    pub y_label: String,
+    /// Upper end of the y axis (goodput plots use 1.1).
+    pub y_max: f64,
+    /// Draw min(offered load, 1), the theoretical maximum goodput, as a reference line.
+    pub ideal_line: bool,
+}
+
+impl Default for PlotSpec {
+    fn default() -> PlotSpec {
+        PlotSpec {
+            x_label: "Offered load (normalised to capacity)".into(),
+            y_label: "Goodput (normalised to capacity)".into(),
+            y_max: 1.1,
+            ideal_line: true,
+        }
+    }
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SweepSpec {
+    #[serde(default)]
+    offered_load: Vec<f64>,
+    /// A dotted path into the scenario to vary instead of the offered load.
+    parameter: Option<String>,
+    #[serde(default)]
+    values: Vec<f64>,
+    #[serde(default = "default_seeds")]
+    seeds: Vec<u64>,
+}
+
+fn default_seeds() -> Vec<u64> {
+    vec![1]
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct VariantSpec {
+    label: String,
+    /// This variant's sweep parameter, when it differs from `sweep.parameter`.
+    parameter: Option<String>,
+    #[serde(default)]
+    scenario: toml::Table,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ExperimentFile {
+    name: String,
+    title: String,
+    #[serde(default)]
+    paper: String,
+    #[serde(default)]
+    figure: String,
+    /// What the paper reports for this figure, in a sentence, for the report.
+    #[serde(default)]
+    expectation: String,
+    #[serde(default)]
+    kind: Kind,
+    #[serde(default)]
+    base: toml::Table,
+    sweep: Option<SweepSpec>,
+    #[serde(default)]
+    seeds: Option<Vec<u64>>,
+    variant: Vec<VariantSpec>,
+    #[serde(default)]
+    plot: PlotSpec,
+}
+
+/// A parsed, validated experiment.
+#[derive(Clone, Debug)]
+pub struct Experiment {
+    pub name: String,
+    pub title: String,
+    pub paper: String,
+    pub figure: String,
+    pub expectation: String,
+    pub kind: Kind,
+    pub plot: PlotSpec,
+    /// What the x axis is: `offered_load` or the swept parameter's path.
+    pub x_name: String,
+    /// Variant labels in file order (curve order in plots and rows in summaries).
+    pub variants: Vec<String>,
+    /// Every run, in a fixed order: variant, then offered load, then seed.
+    pub points: Vec<RunPoint>,
+}
+
+/// One simulation run of an experiment.
+#[derive(Clone, Debug)]
+pub struct RunPoint {
+    pub variant: String,
+    /// The configured (nominal) offered load.
+    pub offered_load: f64,
+    /// The x coordinate: the offered load, or the swept parameter's value.
+    pub x: f64,
+    pub seed: u64,
+    pub scenario: Scenario,
+}
+
+/// Changes applied to every point of an experiment after the file is read (CLI overrides).
+#[derive(Clone, Debug, Default)]
+pub struct Overrides {
+    /// Replace the seed list (`--seed`).
+    pub seeds: Option<Vec<u64>>,
+    /// Replace `duration_s` (`--duration`, quick runs). The warm-up is kept, because it is set
+    /// by the model (BYE traffic settles over a few holding times), and only capped at half
+    /// the run so that something is measured.
+    pub duration_s: Option<f64>,
+    /// Keep only these offered loads, when given (`--load`).
+    pub loads: Option<Vec<f64>>,
+}
+
+impl Experiment {
+    /// Parses an experiment file's text. Errors name the problem and, for scenario errors,
+    /// the variant they come from.
+    pub fn from_toml(text: &str, overrides: &Overrides) -> Result<Experiment, String> {
+        let file: ExperimentFile = toml::from_str(text).map_err(|e| e.to_string())?;
+        if file.variant.is_empty() {
+            return Err(format!("experiment {}: no [[variant]]", file.name));
+        }
+        let mut seen = std::collections::BTreeSet::new();
+        for v in &file.variant {
+            if !seen.insert(v.label.as_str()) {
+                return Err(format!(
+                    "experiment {}: duplicate variant label {:?}",
+                    file.name, v.label
+                ));
+            }
+        }
+        let (xs, default_parameter, seeds) = match (file.kind, &file.sweep) {
+            (Kind::Sweep, Some(s)) => {
+                let (xs, parameter) = match (&s.parameter, s.offered_load.is_empty()) {
+                    (None, false) => (s.offered_load.clone(), None),
+                    (Some(p), true) => (s.values.clone(), Some(p.clone())),
+                    _ => {
+                        return Err(format!(
+                            "experiment {}: [sweep] takes either offered_load = [...] or parameter = \"path\" with values = [...]",
+                            file.name
+                        ))
+                    }
+                };
+                if xs.is_empty() || xs.iter().any(|l| !l.is_finite() || *l < 0.0) {
+                    return Err(format!("experiment {}: the sweep needs non-negative values", file.name));
+                }
+                (Some(xs), parameter, s.seeds.clone())
+            }
+            (Kind::Sweep, None) => return Err(format!("experiment {}: kind = \"sweep\" needs a [sweep] table", file.name)),
+            (Kind::Dynamic, Some(_)) => {
+                return Err(format!(
+                    "experiment {}: a dynamic experiment takes its loads from source schedules, not [sweep]",
+                    file.name
+                ))
+            }
+            (Kind::Dynamic, None) => (None, None, file.seeds.clone().unwrap_or_else(default_seeds)),
+        };
+        let seeds = overrides.seeds.clone().unwrap_or(seeds);
+        if seeds.is_empty() {
+            return Err(format!("experiment {}: no seeds", file.name));
+        }
+        let sweeps_load = xs.is_some() && default_parameter.is_none();
+        let xs: Vec<Option<f64>> = match xs {
+            Some(all) => {
+                let kept: Vec<f64> = match (&overrides.loads, sweeps_load) {
+                    (Some(want), true) => all
+                        .into_iter()
+                        .filter(|l| want.iter().any(|w| (w - l).abs() < 1e-9))
+                        .collect(),
+                    _ => all,
+                };
+                if kept.is_empty() {
+                    return Err(format!(
+                        "experiment {}: no offered load left after --load",
+                        file.name
+                    ));
+                }
+                kept.into_iter().map(Some).collect()
+            }
+            None => vec![None],
+        };
+        let mut points = Vec::new();
+        for v in &file.variant {
+            let parameter = v.parameter.clone().or_else(|| default_parameter.clone());
+            for &x in &xs {
+                for &seed in &seeds {
+                    let mut table = file.base.clone();
+                    deep_merge(&mut table, &v.scenario);
+                    if let Some(x) = x {
+                        match &parameter {
+                            None => {
+                                table.insert("offered_load".into(), toml::Value::Float(x));
+                            }
+                            Some(path) => set_path(&mut table, path, number(x)).map_err(|e| {
+                                format!("experiment {}, variant {:?}: {e}", file.name, v.label)
+                            })?,
+                        }
+                    }
+                    if let (Some(load), Some(_)) =
+                        (overrides.loads.as_ref().and_then(|l| l.first()), &parameter)
+                    {
+                        table.insert("offered_load".into(), toml::Value::Float(*load));
+                    }
+                    table.insert(
+                        "seed".into(),
+                        toml::Value::Integer(i64::try_from(seed).unwrap_or(i64::MAX)),
+                    );
+                    if file.kind == Kind::Dynamic {
+                        table.insert("timeseries".into(), toml::Value::Boolean(true));
+                    }
+                    let mut scenario: Scenario =
+                        toml::Value::Table(table)
+                            .try_into()
+                            .map_err(|e: toml::de::Error| {
+                                format!(
+                                    "experiment {}, variant {:?}: {}",
+                                    file.name,
+                                    v.label,
+                                    e.message()
+                                )
+                            })?;
+                    if let Some(d) = overrides.duration_s {
+                        scenario.duration_s = d;
+                        scenario.warmup_s = scenario.warmup_s.min(d / 2.0);
+                    }
+                    scenario.validate().map_err(|e| {
+                        format!("experiment {}, variant {:?}: {e}", file.name, v.label)
+                    })?;
+                    points.push(RunPoint {
+                        variant: v.label.clone(),
+                        offered_load: scenario.offered_load,
+                        x: x.unwrap_or(scenario.offered_load),
+                        seed,
+                        scenario,
+                    });
+                }
+            }
+        }
+        Ok(Experiment {
+            name: file.name,
+            title: file.title,
+            paper: file.paper,
+            figure: file.figure,
+            expectation: file.expectation,
+            kind: file.kind,
+            plot: file.plot,
+            x_name: default_parameter.unwrap_or_else(|| "offered_load".into()),
+            variants: file.variant.into_iter().map(|v| v.label).collect(),
+            points,
+        })
+    }
+}
+
+/// A whole number as a TOML integer (so it fits integer fields), anything else as a float.
+fn number(x: f64) -> toml::Value {
+    if x.fract() == 0.0 && x.abs() < 9.0e15 {
+        toml::Value::Integer(x as i64)
+    } else {
+        toml::Value::Float(x)
+    }
+}
+
+/// Sets `a.b.c` in a table, creating intermediate tables.
+fn set_path(table: &mut toml::Table, path: &str, value: toml::Value) -> Result<(), String> {
+    let mut keys: Vec<&str> = path.split('.').collect();
+    let last = keys
+        .pop()
+        .filter(|k| !k.is_empty())
+        .ok_or_else(|| format!("empty parameter path {path:?}"))?;
+    let mut cur = table;
+    for key in keys {
+        let entry = cur
+            .entry(key.to_owned())
+            .or_insert_with(|| toml::Value::Table(toml::Table::new()));
+        cur = entry
+            .as_table_mut()
+            .ok_or_else(|| format!("parameter path {path:?}: {key} is not a table"))?;
+    }
+    cur.insert(last.to_owned(), value);
+    Ok(())
+}
+
+/// Merges `over` into `base`: tables merge key by key, anything else replaces.
+fn deep_merge(base: &mut toml::Table, over: &toml::Table) {
+    for (key, value) in over {
+        match (base.get_mut(key), value) {
+            (Some(toml::Value::Table(b)), toml::Value::Table(o)) => deep_merge(b, o),
+            _ => {
+                base.insert(key.clone(), value.clone());
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const FILE: &str = r#"
+name = "t"
+title = "test"
+[base]
+duration_s = 50
+warmup_s = 10
+[base.control]
+algorithm = "win-disc"
+[sweep]
+offered_load = [0.5, 2.0]
+seeds = [1, 2]
+[[variant]]
+label = "a"
+[[variant]]
+label = "b"
+scenario = { control = { algorithm = "rate-abs" }, re = { queue_capacity = 100 } }
+"#;
+
+    #[test]
+    fn variants_deep_merge_over_the_base_and_expand_in_order() {
+        let e = Experiment::from_toml(FILE, &Overrides::default()).unwrap();
+        assert_eq!(e.points.len(), 8);
+        let order: Vec<_> = e
+            .points
+            .iter()
+            .map(|p| (p.variant.as_str(), p.offered_load, p.seed))
+            .collect();
+        assert_eq!(
+            order[..4],
+            [("a", 0.5, 1), ("a", 0.5, 2), ("a", 2.0, 1), ("a", 2.0, 2)]
+        );
+        let b = &e.points[4].scenario;
+        assert_eq!(b.control.algorithm.to_string(), "rate-abs");
+        assert_eq!(b.re.queue_capacity, 100);
+        assert!(
+            (b.duration_s - 50.0).abs() < 1e-12,
+            "base kept where the variant is silent"
+        );
+        assert_eq!(
+            e.points[0].scenario.control.algorithm.to_string(),
+            "win-disc"
+        );
+        assert_eq!(e.points[0].scenario.re.queue_capacity, 500, "paper default");
+    }
+
+    #[test]
+    fn overrides_replace_seeds_duration_and_filter_loads() {
+        let o = Overrides {
+            seeds: Some(vec![7]),
+            duration_s: Some(25.0),
+            loads: Some(vec![2.0]),
+        };
+        let e = Experiment::from_toml(FILE, &o).unwrap();
+        assert_eq!(e.points.len(), 2);
+        assert!(e
+            .points
+            .iter()
+            .all(|p| p.seed == 7 && (p.offered_load - 2.0).abs() < 1e-12));
+        let s = &e.points[0].scenario;
+        assert!((s.duration_s - 25.0).abs() < 1e-12);
+        assert!(
+            (s.warmup_s - 10.0).abs() < 1e-12,
+            "warm-up kept while it fits in half the run"
+        );
+        let o = Overrides {
+            duration_s: Some(12.0),
+            ..Overrides::default()
+        };
+        let e = Experiment::from_toml(FILE, &o).unwrap();
+        assert!(
+            (e.points[0].scenario.warmup_s - 6.0).abs() < 1e-12,
+            "capped at half the run"
+        );
+    }
+
+    #[test]
+    fn a_parameter_sweep_sets_a_nested_field_per_variant() {
+        let text = r#"
+name = "p"
+title = "param"
+[base]
+offered_load = 8.4
+[sweep]
+parameter = "control.win_disc.budget_delay_ms"
+values = [0, 250.5]
+[[variant]]
+label = "win-disc"
+scenario = { control = { algorithm = "win-disc" } }
+[[variant]]
+label = "rate-abs"
+parameter = "control.rate_abs.budget_delay_ms"
+scenario = { control = { algorithm = "rate-abs" } }
+"#;
+        let e = Experiment::from_toml(text, &Overrides::default()).unwrap();
+        assert_eq!(e.x_name, "control.win_disc.budget_delay_ms");
+        assert_eq!(e.points.len(), 4);
+        assert!(e
+            .points
+            .iter()
+            .all(|p| (p.offered_load - 8.4).abs() < 1e-12));
+        assert!((e.points[1].x - 250.5).abs() < 1e-12);
+        assert_eq!(
+            e.points[1].scenario.control.win_disc.budget_delay,
+            std::time::Duration::from_micros(250_500)
+        );
+        assert_eq!(
+            e.points[3].scenario.control.rate_abs.budget_delay,
+            std::time::Duration::from_micros(250_500)
+        );
+    }
+
+    #[test]
+    fn bad_files_give_clear_errors() {
+        let err = Experiment::from_toml(
+            "name='x'\ntitle='y'\n[[variant]]\nlabel='a'\n",
+            &Overrides::default(),
+        )
+        .unwrap_err();
+        assert!(err.contains("needs a [sweep]"), "{err}");
+        let err = Experiment::from_toml(
+            &FILE.replace("queue_capacity = 100", "queue_capacity = \"big\""),
+            &Overrides::default(),
+        )
+        .unwrap_err();
+        assert!(err.contains("variant \"b\""), "{err}");
+        let err = Experiment::from_toml(
+            &FILE.replace("label = \"b\"", "label = \"a\""),
+            &Overrides::default(),
+        )
+        .unwrap_err();
+        assert!(err.contains("duplicate"), "{err}");
+        let err = Experiment::from_toml(
+            &FILE.replace("duration_s = 50", "duration_s = 50\nbogus = 1"),
+            &Overrides::default(),
+        )
+        .unwrap_err();
+        assert!(err.contains("bogus"), "{err}");
+    }
+}
