@@ -1,8 +1,8 @@
 //! A sending entity (SE, §2.2 and §4.2): a transaction-stateful edge proxy with infinite
-//! capacity between one caller population and the RE. It answers every INVITE with 100
-//! Trying at once (so callers never retransmit), asks its `sluice_control` throttle
-//! whether to forward new sessions to the RE (§2.4.2: forward, reject with 503, or hold in
-//! keep mode), applies the feedback the RE piggybacks on its messages (§2.4.3), and, with
+//! capacity between one caller population and the RE. It asks its `sluice_control`
+//! throttle whether to forward each new session to the RE (§2.4.2): a rejected INVITE is
+//! answered with 503 at once; a forwarded or held one with 100 Trying at once (so callers
+//! never retransmit), applies the feedback the RE piggybacks on its messages (§2.4.3), and, with
 //! double feed, piggybacks its offered load on every message it sends the RE (§6.1.2).
 //!
 //! Responses are relayed on their server transaction; the end-to-end ACK and repeated 2xx
@@ -150,24 +150,26 @@ impl Se {
     }
 
     fn on_invite(&mut self, cx: &mut Cx<'_>, tx: ServerTxId, request: Message) {
-        let trying = edit::response_to(&request, 100).build();
-        let _ = self.txn.respond_bytes(cx.now, tx, 100, trying);
         let call = wire::call_of(&request);
         let id = RequestId(call.map_or(u64::MAX, u64::from));
-        match self
+        let verdict = self
             .throttle
-            .admit(cx.now, id, &MessageSummary::new_session(None))
-        {
-            ThrottleVerdict::Forward => self.forward(cx, tx, &request),
-            ThrottleVerdict::Reject => self.reject(cx, tx, &request, call),
-            ThrottleVerdict::Hold => {
-                if self.held.len() < self.hold_limit && !self.held.contains_key(&id.0) {
-                    self.held.insert(id.0, (tx, request));
-                } else {
-                    self.hold_full += 1;
-                    self.reject(cx, tx, &request, call);
-                }
-            }
+            .admit(cx.now, id, &MessageSummary::new_session(None));
+        if verdict == ThrottleVerdict::Reject {
+            // Decided at once: the 503 is the first response, no 100 Trying needed
+            // (RFC 3261 §17.2.1 asks for a 100 only when the TU may take over 200 ms).
+            self.reject(cx, tx, &request, call);
+            return;
+        }
+        let trying = edit::response_to(&request, 100).build();
+        let _ = self.txn.respond_bytes(cx.now, tx, 100, trying);
+        if verdict == ThrottleVerdict::Forward {
+            self.forward(cx, tx, &request);
+        } else if self.held.len() < self.hold_limit && !self.held.contains_key(&id.0) {
+            self.held.insert(id.0, (tx, request));
+        } else {
+            self.hold_full += 1;
+            self.reject(cx, tx, &request, call);
         }
     }
 

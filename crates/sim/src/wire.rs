@@ -6,13 +6,12 @@
 //! call's number in decimal, which lets the simulator's metrics find a call from any of
 //! its messages; routing is static (§4.2), so no Route/Record-Route headers are needed.
 
-use bytes::{BufMut, Bytes, BytesMut};
+use bytes::{Bytes, BytesMut};
 use sluice_sip::{HeaderName, Message, Method};
 use std::net::Ipv4Addr;
 
-/// Writes `n` in decimal.
-pub(crate) fn put_u64(out: &mut impl BufMut, mut n: u64) {
-    let mut buf = [0u8; 20];
+/// `n` in decimal, written at the end of `buf`.
+fn decimal(mut n: u32, buf: &mut [u8; 10]) -> &[u8] {
     let mut i = buf.len();
     loop {
         i -= 1;
@@ -22,7 +21,7 @@ pub(crate) fn put_u64(out: &mut impl BufMut, mut n: u64) {
             break;
         }
     }
-    out.put_slice(&buf[i..]);
+    &buf[i..]
 }
 
 /// The call number in a Call-ID written by [`CallerTemplates`].
@@ -62,32 +61,39 @@ impl CallerTemplates {
         method: &[u8],
         call: u32,
         branch_suffix: u8,
-        cseq: u32,
+        cseq: u8,
         to_tag: bool,
     ) -> Bytes {
-        let mut b = BytesMut::with_capacity(320);
-        b.put_slice(method);
-        b.put_u8(b' ');
-        b.put_slice(CALLEE_URI);
-        b.put_slice(b" SIP/2.0\r\nVia: SIP/2.0/UDP ");
-        b.put_slice(self.ip.as_bytes());
-        b.put_slice(b":5060;branch=z9hG4bK");
-        put_u64(&mut b, u64::from(call));
-        b.put_u8(branch_suffix);
-        b.put_slice(b"\r\nMax-Forwards: 70\r\nFrom: <sip:caller@");
-        b.put_slice(self.ip.as_bytes());
-        b.put_slice(b">;tag=");
-        put_u64(&mut b, u64::from(call));
-        b.put_slice(b"\r\nTo: <");
-        b.put_slice(CALLEE_URI);
-        b.put_slice(if to_tag { b">;tag=2\r\n" } else { b">\r\n" });
-        b.put_slice(b"Call-ID: ");
-        put_u64(&mut b, u64::from(call));
-        b.put_slice(b"\r\nCSeq: ");
-        put_u64(&mut b, u64::from(cseq));
-        b.put_u8(b' ');
-        b.put_slice(method);
-        b.put_slice(b"\r\nContent-Length: 0\r\n\r\n");
+        let mut digits = [0u8; 10];
+        let call = decimal(call, &mut digits);
+        let ip = self.ip.as_bytes();
+        let mut b = BytesMut::with_capacity(300);
+        for part in [
+            method,
+            b" ",
+            CALLEE_URI,
+            b" SIP/2.0\r\nVia: SIP/2.0/UDP ",
+            ip,
+            b":5060;branch=z9hG4bK",
+            call,
+            &[branch_suffix],
+            b"\r\nMax-Forwards: 70\r\nFrom: <sip:caller@",
+            ip,
+            b">;tag=",
+            call,
+            b"\r\nTo: <",
+            CALLEE_URI,
+            if to_tag { b">;tag=2\r\n" } else { b">\r\n" },
+            b"Call-ID: ",
+            call,
+            b"\r\nCSeq: ",
+            &[b'0' + cseq],
+            b" ",
+            method,
+            b"\r\nContent-Length: 0\r\n\r\n",
+        ] {
+            b.extend_from_slice(part);
+        }
         b.freeze()
     }
 
