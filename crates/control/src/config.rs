@@ -5,15 +5,24 @@
 //!
 //! ```toml
 //! algorithm = "win-cont"        # none | threshold | win-disc | win-cont | win-auto | rate-abs | rate-occ
+//!                               # local only: ohta | occ | red | pi | latency-bucket
 //! fairness = "user-centric"     # or "provider-centric" (default)
 //! [win_cont]
 //! budget_delay_ms = 200
 //! [enforcement]
 //! throttle = "window"           # default: the paper's pairing for the algorithm
 //! ```
+//!
+//! The local controls take their tables the same way, e.g.
+//! `algorithm = "pi"` with `[pi]` `k_pc = 3.5`, `target_cpu = 0.8`; they build through
+//! [`ControlConfig::build_local_admission`] and pair with no SE throttle.
 
 use crate::active_sources::ActiveSourceConfig;
-use crate::admission::{AdmitAll, AnyLocalAdmission, ThresholdConfig, ThresholdRejection};
+use crate::admission::{
+    AdmitAll, AnyLocalAdmission, DualLoopPi, LatencyBucket, LatencyBucketConfig, LocalOcc,
+    OccConfig, Ohta, OhtaConfig, PiConfig, RedConfig, RedRejection, ThresholdConfig,
+    ThresholdRejection,
+};
 use crate::enforcer::{BlockingMode, ConfigError, Throttle, ThrottleKind, ThrottleSpec};
 use crate::estimation::EstimatorConfig;
 use crate::fairness::Fairness;
@@ -49,10 +58,25 @@ pub enum Algorithm {
     RateAbs,
     #[serde(rename = "rate-occ")]
     RateOcc,
+    /// Ohta's queue bang-bang control as De Cicco et al. ran it (local).
+    #[serde(rename = "ohta")]
+    Ohta,
+    /// Local occupancy control (Hilt & Widjaja, as De Cicco et al. ran it).
+    #[serde(rename = "occ")]
+    Occ,
+    /// RED-like random rejection (Montazerolghaem & Yaghmaee 2014, §III).
+    #[serde(rename = "red")]
+    Red,
+    /// De Cicco et al.'s dual-loop PI; the driver drains the INVITE queue through it.
+    #[serde(rename = "pi")]
+    Pi,
+    /// Latency-driven token bucket in the style of Clearwater's load monitor.
+    #[serde(rename = "latency-bucket")]
+    LatencyBucket,
 }
 
 impl Algorithm {
-    pub const ALL: [Algorithm; 7] = [
+    pub const ALL: [Algorithm; 12] = [
         Algorithm::None,
         Algorithm::Threshold,
         Algorithm::WinDisc,
@@ -60,6 +84,11 @@ impl Algorithm {
         Algorithm::WinAuto,
         Algorithm::RateAbs,
         Algorithm::RateOcc,
+        Algorithm::Ohta,
+        Algorithm::Occ,
+        Algorithm::Red,
+        Algorithm::Pi,
+        Algorithm::LatencyBucket,
     ];
 
     pub fn name(self) -> &'static str {
@@ -71,13 +100,35 @@ impl Algorithm {
             Algorithm::WinAuto => "win-auto",
             Algorithm::RateAbs => "rate-abs",
             Algorithm::RateOcc => "rate-occ",
+            Algorithm::Ohta => "ohta",
+            Algorithm::Occ => "occ",
+            Algorithm::Red => "red",
+            Algorithm::Pi => "pi",
+            Algorithm::LatencyBucket => "latency-bucket",
         }
+    }
+
+    /// True for the policies that act only at the RE itself (no feedback, no SE throttle).
+    pub fn is_local(self) -> bool {
+        self.feedback_kind().is_none()
+    }
+
+    /// True if the driver must drain the INVITE queue through the admission policy
+    /// (see [`crate::admission::DrainController`]).
+    pub fn drains_invite_queue(self) -> bool {
+        self == Algorithm::Pi
     }
 
     /// What the algorithm feeds back, if anything.
     fn feedback_kind(self) -> Option<&'static str> {
         match self {
-            Algorithm::None | Algorithm::Threshold => None,
+            Algorithm::None
+            | Algorithm::Threshold
+            | Algorithm::Ohta
+            | Algorithm::Occ
+            | Algorithm::Red
+            | Algorithm::Pi
+            | Algorithm::LatencyBucket => None,
             Algorithm::WinDisc | Algorithm::WinCont | Algorithm::WinAuto => Some("window"),
             Algorithm::RateAbs => Some("rate"),
             Algorithm::RateOcc => Some("acceptance-fraction"),
@@ -177,6 +228,11 @@ pub struct ControlConfig {
     pub win_auto: WinAutoConfig,
     pub rate_abs: RateAbsConfig,
     pub rate_occ: RateOccConfig,
+    pub ohta: OhtaConfig,
+    pub occ: OccConfig,
+    pub red: RedConfig,
+    pub pi: PiConfig,
+    pub latency_bucket: LatencyBucketConfig,
     pub enforcement: EnforcementConfig,
 }
 
@@ -194,14 +250,35 @@ impl ControlConfig {
         self.enforcer_spec().map(|_| ())
     }
 
-    /// The RE's receive-stage policy: threshold rejection for `threshold`, otherwise
-    /// admit everything (the driver's bounded queue drops when full).
+    /// The RE's receive-stage policy: the local control for `threshold`, `ohta`, `occ`,
+    /// `red`, `pi` and `latency-bucket`, otherwise admit everything (the driver's
+    /// bounded queue drops when full). Timers start at [`Time::ZERO`]; see
+    /// [`Self::build_local_admission_at`].
     pub fn build_local_admission(&self) -> AnyLocalAdmission {
+        self.build_local_admission_at(Time::ZERO)
+    }
+
+    /// As [`Self::build_local_admission`], with timers starting at `now`. Random draws
+    /// use `seed` (stream 0, like the RE's feedback generator, which the local
+    /// policies never run alongside).
+    pub fn build_local_admission_at(&self, now: Time) -> AnyLocalAdmission {
         match self.algorithm {
             Algorithm::Threshold => {
                 AnyLocalAdmission::Threshold(ThresholdRejection::new(&self.threshold))
             }
-            _ => AnyLocalAdmission::AdmitAll(AdmitAll),
+            Algorithm::Ohta => AnyLocalAdmission::Ohta(Ohta::new(&self.ohta)),
+            Algorithm::Occ => AnyLocalAdmission::Occ(LocalOcc::new(&self.occ, self.seed, now)),
+            Algorithm::Red => AnyLocalAdmission::Red(RedRejection::new(&self.red, self.seed)),
+            Algorithm::Pi => AnyLocalAdmission::Pi(DualLoopPi::new(&self.pi, self.seed, now)),
+            Algorithm::LatencyBucket => {
+                AnyLocalAdmission::LatencyBucket(LatencyBucket::new(&self.latency_bucket, now))
+            }
+            Algorithm::None
+            | Algorithm::WinDisc
+            | Algorithm::WinCont
+            | Algorithm::WinAuto
+            | Algorithm::RateAbs
+            | Algorithm::RateOcc => AnyLocalAdmission::AdmitAll(AdmitAll),
         }
     }
 
@@ -210,7 +287,13 @@ impl ControlConfig {
     pub fn build_feedback_generator(&self, now: Time) -> AnyFeedbackGenerator {
         let (est, src, fair) = (&self.estimator, &self.active_sources, self.fairness);
         match self.algorithm {
-            Algorithm::None | Algorithm::Threshold => {
+            Algorithm::None
+            | Algorithm::Threshold
+            | Algorithm::Ohta
+            | Algorithm::Occ
+            | Algorithm::Red
+            | Algorithm::Pi
+            | Algorithm::LatencyBucket => {
                 AnyFeedbackGenerator::None(NoFeedback::new(est, src, now))
             }
             Algorithm::WinDisc => {
@@ -347,7 +430,13 @@ mod tests {
             let cfg = ControlConfig::for_algorithm(a);
             let spec = cfg.enforcer_spec().unwrap();
             let expected = match a {
-                Algorithm::None | Algorithm::Threshold => ThrottleKind::None,
+                Algorithm::None
+                | Algorithm::Threshold
+                | Algorithm::Ohta
+                | Algorithm::Occ
+                | Algorithm::Red
+                | Algorithm::Pi
+                | Algorithm::LatencyBucket => ThrottleKind::None,
                 Algorithm::WinDisc | Algorithm::WinCont | Algorithm::WinAuto => {
                     ThrottleKind::Window
                 }
@@ -378,5 +467,60 @@ mod tests {
         assert!(matches!(cfg.validate(), Err(ConfigError::Mismatch { .. })));
         cfg.enforcement.throttle = Some(ThrottleKind::LeakyBucket);
         assert_eq!(cfg.enforcer_spec().unwrap().blocking, BlockingMode::Keep);
+    }
+
+    #[test]
+    #[allow(clippy::float_cmp)] // parsed literals compared with themselves
+    fn local_controls_build_from_their_tables_with_the_papers_defaults() {
+        use crate::admission::LocalAdmission;
+        let cfg: ControlConfig = toml::from_str(
+            "algorithm = \"pi\"\nseed = 9\n[pi]\nk_pc = 2.5\ntarget_queueing_delay_ms = 40\n\
+             max_drain_rate = 500\n",
+        )
+        .unwrap();
+        assert_eq!(cfg.pi.gains(), [2.5, 10.3, 19.2, 130.5]);
+        assert_eq!(cfg.pi.target_queueing_delay, Duration::from_millis(40));
+        assert_eq!(cfg.pi.sample_interval, Duration::from_millis(10));
+        assert_eq!(cfg.pi.max_queue, 800);
+        let mut a = cfg.build_local_admission();
+        assert!(a.drains() && cfg.algorithm.drains_invite_queue());
+        assert_eq!(a.drain_mut().unwrap().max_queue(), 800);
+        assert_eq!(a.poll_timeout(), Some(Time::from_millis(10)));
+
+        let d = ControlConfig::default();
+        assert_eq!(
+            (d.ohta.lo_wm, d.ohta.hi_wm, d.ohta.queue_capacity),
+            (400, 800, 1000)
+        );
+        assert_eq!(d.occ.control_interval, Duration::from_secs(1));
+        assert_eq!(d.occ.measurement_interval, Duration::from_millis(100));
+        assert!((d.occ.min_fraction - 0.02).abs() < 1e-12);
+        assert!((d.occ.max_increase - 5.0).abs() < 1e-12);
+        assert!((d.red.queue_weight - 0.1).abs() < 1e-12);
+        assert!((d.red.th_low - 400.0).abs() < 1e-12 && (d.red.th_high - 1000.0).abs() < 1e-12);
+        assert_eq!(d.latency_bucket.target_latency, Duration::from_millis(100));
+
+        for (name, drains) in [
+            ("ohta", false),
+            ("occ", false),
+            ("red", false),
+            ("pi", true),
+            ("latency-bucket", false),
+        ] {
+            let a: Algorithm = name.parse().unwrap();
+            assert!(a.is_local());
+            let mut built = ControlConfig::for_algorithm(a).build_local_admission();
+            assert_eq!(built.drains(), drains, "{name}");
+            assert!(built.drain_mut().is_some() == drains);
+            assert!(!matches!(built, AnyLocalAdmission::AdmitAll(_)), "{name}");
+        }
+        for a in [Algorithm::None, Algorithm::WinCont, Algorithm::RateOcc] {
+            assert!(matches!(
+                ControlConfig::for_algorithm(a).build_local_admission(),
+                AnyLocalAdmission::AdmitAll(_)
+            ));
+        }
+        assert!(toml::from_str::<ControlConfig>("[pi]\nk_p = 1").is_err());
+        assert!(toml::from_str::<ControlConfig>("[occ]\ncontrol_interval = 1").is_err());
     }
 }

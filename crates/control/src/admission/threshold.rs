@@ -9,7 +9,7 @@
 //! 80 % and 60 % of the paper's 500-message queue, leaving room above the high mark for
 //! the non-INVITE traffic of sessions already admitted.
 
-use super::LocalAdmission;
+use super::{AdmissionMetrics, LocalAdmission};
 use crate::types::{AdmissionVerdict, MessageSummary};
 use serde::{Deserialize, Serialize};
 use sluice_time::Time;
@@ -83,6 +83,13 @@ impl LocalAdmission for ThresholdRejection {
     fn handle_timeout(&mut self, _now: Time) {}
     fn poll_timeout(&self) -> Option<Time> {
         None
+    }
+    fn metrics(&self) -> AdmissionMetrics {
+        AdmissionMetrics {
+            rejected: self.rejected,
+            control_value: Some(if self.rejecting { 1.0 } else { 0.0 }),
+            ..AdmissionMetrics::default()
+        }
     }
 }
 

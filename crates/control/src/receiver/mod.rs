@@ -13,6 +13,7 @@ mod win_disc;
 
 pub use none::NoFeedback;
 pub use rate_abs::{RateAbs, RateAbsConfig};
+pub(crate) use rate_occ::next_fraction as occupancy_fraction_step;
 pub use rate_occ::{RateOcc, RateOccConfig};
 pub use win_auto::{WinAuto, WinAutoConfig};
 pub use win_cont::{WinCont, WinContAllocation, WinContConfig};

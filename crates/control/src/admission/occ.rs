@@ -1,0 +1,253 @@
+//! Local occupancy control (OCC) as De Cicco, Cofano & Mascolo ran it (journal version
+//! §VII; conference version §4.2), after Hilt & Widjaja, "Controlling Overload in
+//! Networks of SIP Servers" (ICNP 2008).
+//!
+//! Each new INVITE is accepted with probability `f` and rejected (503) otherwise. The
+//! CPU load `C_k` is measured every `T_m`; every `T_c` the acceptance probability is
+//! updated multiplicatively from the latest measurement:
+//!
+//! `f_{k+1} = f_min` if `φ_k f_k < f_min`; `1` if `φ_k f_k > 1`; `φ_k f_k` otherwise,
+//! with `φ_k = min(C_T / C_k, φ_max)`.
+//!
+//! Messages are not queued by the policy (Kamailio forwarded them synchronously). A
+//! measured load of zero means no load and takes the largest increase `φ_max`.
+//! `f` starts at 1. The coin tosses come from a ChaCha8 stream seeded from the config.
+//!
+//! Defaults (§VII, "as suggested in" Hilt & Widjaja): `T_c = 1 s`, `T_m = 0.1 s`,
+//! `f_min = 0.02`, `φ_max = 5`. De Cicco et al. ran OCC with `C_T = 0.8` and `0.9`
+//! (Fig. 11); the default here is 0.9.
+
+use super::cpu::CpuMeter;
+use super::{fraction_or, non_negative_or, AdmissionMetrics, LocalAdmission};
+use crate::estimation::sane_interval;
+use crate::receiver::occupancy_fraction_step;
+use crate::types::{AdmissionVerdict, Completion, MessageSummary};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use serde::{Deserialize, Serialize};
+use sluice_time::Time;
+use std::time::Duration;
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct OccConfig {
+    /// `C_T`, the target CPU load, in `(0, 1]`.
+    pub target_cpu: f64,
+    /// `T_c`, the control interval.
+    #[serde(rename = "control_interval_ms", with = "crate::serde_millis")]
+    pub control_interval: Duration,
+    /// `T_m`, the CPU measurement interval.
+    #[serde(rename = "measurement_interval_ms", with = "crate::serde_millis")]
+    pub measurement_interval: Duration,
+    /// `f_min`, the least acceptance probability.
+    pub min_fraction: f64,
+    /// `φ_max`, the largest multiplicative increase per control interval.
+    pub max_increase: f64,
+}
+
+impl Default for OccConfig {
+    fn default() -> Self {
+        Self {
+            target_cpu: 0.9,
+            control_interval: Duration::from_secs(1),
+            measurement_interval: Duration::from_millis(100),
+            min_fraction: 0.02,
+            max_increase: 5.0,
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct LocalOcc {
+    target: f64,
+    control_interval: Duration,
+    measurement_interval: Duration,
+    min_fraction: f64,
+    max_increase: f64,
+    meter: CpuMeter,
+    next_measure: Time,
+    next_control: Time,
+    fraction: f64,
+    rng: ChaCha8Rng,
+    rejected: u64,
+}
+
+impl LocalOcc {
+    /// Timers start at `now`; `seed` selects the coin-toss stream.
+    pub fn new(config: &OccConfig, seed: u64, now: Time) -> Self {
+        let control_interval = sane_interval(config.control_interval);
+        let measurement_interval = sane_interval(config.measurement_interval);
+        Self {
+            target: fraction_or(config.target_cpu, 0.9).max(f64::MIN_POSITIVE),
+            control_interval,
+            measurement_interval,
+            min_fraction: fraction_or(config.min_fraction, 0.02),
+            max_increase: non_negative_or(config.max_increase, 5.0).max(1.0),
+            meter: CpuMeter::new(now),
+            next_measure: now + measurement_interval,
+            next_control: now + control_interval,
+            fraction: 1.0,
+            rng: ChaCha8Rng::seed_from_u64(seed),
+            rejected: 0,
+        }
+    }
+
+    /// The acceptance probability `f`.
+    pub fn fraction(&self) -> f64 {
+        self.fraction
+    }
+
+    /// The latest CPU load measurement.
+    pub fn cpu_load(&self) -> Option<f64> {
+        self.meter.last()
+    }
+
+    pub fn rejected(&self) -> u64 {
+        self.rejected
+    }
+}
+
+impl LocalAdmission for LocalOcc {
+    fn on_arrival(
+        &mut self,
+        _now: Time,
+        _queue_len: usize,
+        message: &MessageSummary,
+    ) -> AdmissionVerdict {
+        if !message.is_session_start() || self.fraction >= 1.0 {
+            return AdmissionVerdict::Admit;
+        }
+        if self.rng.gen::<f64>() < self.fraction {
+            AdmissionVerdict::Admit
+        } else {
+            self.rejected += 1;
+            AdmissionVerdict::Reject
+        }
+    }
+    fn on_processed(&mut self, _now: Time, completion: &Completion) {
+        self.meter.on_processed(completion.service_time);
+    }
+    fn on_cpu_sample(&mut self, _now: Time, busy_fraction: f64) {
+        self.meter.on_sample(busy_fraction);
+    }
+    fn handle_timeout(&mut self, now: Time) {
+        if now >= self.next_measure {
+            self.meter.close(now);
+            self.next_measure = now + self.measurement_interval;
+        }
+        if now >= self.next_control {
+            if let Some(load) = self.meter.last() {
+                self.fraction = occupancy_fraction_step(
+                    self.fraction,
+                    load,
+                    self.target,
+                    self.max_increase,
+                    self.min_fraction,
+                );
+            }
+            self.next_control = now + self.control_interval;
+        }
+    }
+    fn poll_timeout(&self) -> Option<Time> {
+        Some(self.next_measure.min(self.next_control))
+    }
+    fn metrics(&self) -> AdmissionMetrics {
+        AdmissionMetrics {
+            rejected: self.rejected,
+            control_value: Some(self.fraction),
+            cpu_load: self.meter.last(),
+            ..AdmissionMetrics::default()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::types::NeighbourId;
+
+    fn run_interval(o: &mut LocalOcc, start_ms: u64, load: f64) {
+        // Ten T_m windows of one control interval, each at `load`.
+        for k in 1..=10 {
+            o.on_cpu_sample(Time::from_millis(start_ms + k * 100 - 1), load);
+            o.handle_timeout(Time::from_millis(start_ms + k * 100));
+        }
+    }
+
+    #[test]
+    fn acceptance_is_multiplicative_and_clamped_at_f_min_and_one() {
+        let mut o = LocalOcc::new(&OccConfig::default(), 1, Time::ZERO);
+        assert!((o.fraction() - 1.0).abs() < 1e-12);
+        // Load 1.0 against C_T = 0.9: f shrinks by 0.9 per control interval.
+        run_interval(&mut o, 0, 1.0);
+        assert!((o.fraction() - 0.9).abs() < 1e-12);
+        run_interval(&mut o, 1000, 1.0);
+        assert!((o.fraction() - 0.81).abs() < 1e-12);
+        // Sustained overload bottoms out at f_min and stays there.
+        for s in 2..60 {
+            run_interval(&mut o, s * 1000, 1.0);
+        }
+        assert!((o.fraction() - 0.02).abs() < 1e-12);
+        // Light load grows f by at most φ_max per interval: 0.02 → 0.1 → 0.5 → 1.
+        run_interval(&mut o, 60_000, 0.01);
+        assert!((o.fraction() - 0.1).abs() < 1e-12);
+        run_interval(&mut o, 61_000, 0.0);
+        assert!((o.fraction() - 0.5).abs() < 1e-12);
+        // φ = 0.9 / 0.3 = 3 would give 1.5: clamped at 1.
+        run_interval(&mut o, 62_000, 0.3);
+        assert!((o.fraction() - 1.0).abs() < 1e-12);
+    }
+
+    #[test]
+    fn uses_the_latest_measurement_from_completions() {
+        let mut o = LocalOcc::new(&OccConfig::default(), 1, Time::ZERO);
+        let done = |ms| Completion {
+            message: MessageSummary::other_request(None),
+            service_time: Duration::from_millis(ms),
+            queueing_delay: Duration::ZERO,
+            session_accepted: false,
+        };
+        for k in 1..=10u64 {
+            // Fully busy in the last window only; earlier windows idle.
+            if k == 10 {
+                o.on_processed(Time::from_millis(950), &done(100));
+            }
+            o.handle_timeout(Time::from_millis(k * 100));
+        }
+        assert!((o.cpu_load().unwrap() - 1.0).abs() < 1e-12);
+        assert!((o.fraction() - 0.9).abs() < 1e-12);
+        assert_eq!(o.poll_timeout(), Some(Time::from_millis(1100)));
+    }
+
+    #[test]
+    fn rejects_new_invites_with_probability_one_minus_f_repeatably() {
+        let run = |seed| {
+            let mut o = LocalOcc::new(&OccConfig::default(), seed, Time::ZERO);
+            // Overload drives f down by 0.9 per interval to f_min (0.9^37 < 0.02) ...
+            for s in 0..40 {
+                run_interval(&mut o, s * 1000, 1.0);
+            }
+            // ... and light load brings it back up by φ = 5, then by φ = 2.5.
+            run_interval(&mut o, 40_000, 0.18);
+            run_interval(&mut o, 41_000, 0.36);
+            let f = o.fraction();
+            let invite = MessageSummary::new_session(Some(NeighbourId(1)));
+            let verdicts: Vec<_> = (0..4000)
+                .map(|_| o.on_arrival(Time::from_secs(9), 0, &invite))
+                .collect();
+            (f, verdicts)
+        };
+        let (f, a) = run(7);
+        assert!((f - 0.25).abs() < 1e-12);
+        let admitted = a.iter().filter(|v| **v == AdmissionVerdict::Admit).count() as f64;
+        assert!((admitted / 4000.0 - 0.25).abs() < 0.03, "{admitted}");
+        assert_eq!(run(7).1, a);
+        assert_ne!(run(8).1, a);
+        let mut o = LocalOcc::new(&OccConfig::default(), 7, Time::ZERO);
+        o.fraction = 0.02;
+        assert_eq!(
+            o.on_arrival(Time::ZERO, 0, &MessageSummary::other_request(None)),
+            AdmissionVerdict::Admit
+        );
+    }
+}

@@ -1,0 +1,139 @@
+//! Ohta's queue-based bang-bang control as De Cicco, Cofano & Mascolo ran it (journal
+//! version §VII; conference version §4.2), after M. Ohta, "Overload control in a SIP
+//! signaling network" (2006).
+//!
+//! Two states. In *normal* every message is admitted; when the queue length reaches the
+//! high watermark `hi_wm` the server enters *congestion* and rejects new INVITEs; it
+//! returns to normal once the queue length falls below the low watermark `lo_wm`.
+//! De Cicco et al. write that the congested server rejects "all the requests"; as in
+//! the rest of this crate only session-starting INVITEs are rejected, since the other
+//! requests belong to sessions already admitted and a 503 would waste them.
+//!
+//! Defaults (De Cicco et al. §VII, "as suggested in" Hilt & Widjaja 2008): `lo_wm = 400`,
+//! `hi_wm = 800`, queue buffer 1000 messages. The buffer size is the driver's to
+//! enforce ([`Ohta::queue_capacity`]); the controller only reads the queue length.
+
+use super::{AdmissionMetrics, LocalAdmission, ThresholdConfig, ThresholdRejection};
+use crate::types::{AdmissionVerdict, MessageSummary};
+use serde::{Deserialize, Serialize};
+use sluice_time::Time;
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct OhtaConfig {
+    /// Enter congestion when the queue holds this many messages.
+    pub hi_wm: usize,
+    /// Leave congestion when the queue holds fewer than this many.
+    pub lo_wm: usize,
+    /// The queue buffer the paper ran Ohta with, for the driver.
+    pub queue_capacity: usize,
+}
+
+impl Default for OhtaConfig {
+    fn default() -> Self {
+        Self {
+            hi_wm: 800,
+            lo_wm: 400,
+            queue_capacity: 1000,
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct Ohta {
+    inner: ThresholdRejection,
+    queue_capacity: usize,
+}
+
+impl Ohta {
+    /// A `lo_wm` above `hi_wm` is lowered to it.
+    pub fn new(config: &OhtaConfig) -> Self {
+        Self {
+            inner: ThresholdRejection::new(&ThresholdConfig {
+                high_watermark: config.hi_wm,
+                low_watermark: config.lo_wm,
+            }),
+            queue_capacity: config.queue_capacity,
+        }
+    }
+
+    /// True in the congestion state.
+    pub fn is_congested(&self) -> bool {
+        self.inner.is_rejecting()
+    }
+
+    pub fn rejected(&self) -> u64 {
+        self.inner.rejected()
+    }
+
+    pub fn queue_capacity(&self) -> usize {
+        self.queue_capacity
+    }
+}
+
+impl LocalAdmission for Ohta {
+    fn on_arrival(
+        &mut self,
+        now: Time,
+        queue_len: usize,
+        message: &MessageSummary,
+    ) -> AdmissionVerdict {
+        self.inner.on_arrival(now, queue_len, message)
+    }
+    fn handle_timeout(&mut self, _now: Time) {}
+    fn poll_timeout(&self) -> Option<Time> {
+        None
+    }
+    fn metrics(&self) -> AdmissionMetrics {
+        self.inner.metrics()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::types::NeighbourId;
+
+    #[test]
+    fn congestion_starts_at_hi_wm_and_lasts_until_below_lo_wm() {
+        let mut o = Ohta::new(&OhtaConfig::default());
+        let invite = MessageSummary::new_session(Some(NeighbourId(1)));
+        let mut reject_at =
+            |len| o.on_arrival(Time::ZERO, len, &invite) == AdmissionVerdict::Reject;
+        // Normal below hi_wm, however high.
+        assert!(!reject_at(0));
+        assert!(!reject_at(799));
+        // Congested from hi_wm on ...
+        assert!(reject_at(800));
+        // ... and through the whole hysteresis band, down to lo_wm itself.
+        assert!(reject_at(700));
+        assert!(reject_at(401));
+        assert!(reject_at(400));
+        // Normal again below lo_wm, and through the band on the way up.
+        assert!(!reject_at(399));
+        assert!(!reject_at(600));
+        assert!(!reject_at(799));
+        assert!(reject_at(1000));
+        assert_eq!(o.rejected(), 5);
+        assert!(o.is_congested());
+        assert_eq!(o.queue_capacity(), 1000);
+        assert_eq!(o.metrics().control_value, Some(1.0));
+    }
+
+    #[test]
+    fn congestion_spares_messages_of_admitted_sessions() {
+        let mut o = Ohta::new(&OhtaConfig::default());
+        let src = Some(NeighbourId(1));
+        assert_eq!(
+            o.on_arrival(Time::ZERO, 900, &MessageSummary::new_session(src)),
+            AdmissionVerdict::Reject
+        );
+        for m in [
+            MessageSummary::other_request(src),
+            MessageSummary::response(src),
+            MessageSummary::repeated_invite(src),
+        ] {
+            assert_eq!(o.on_arrival(Time::ZERO, 900, &m), AdmissionVerdict::Admit);
+        }
+    }
+}

@@ -1,0 +1,330 @@
+use super::*;
+use crate::types::NeighbourId;
+use std::collections::VecDeque;
+
+fn invite() -> MessageSummary {
+    MessageSummary::new_session(Some(NeighbourId(1)))
+}
+
+fn occupancy(invites: usize) -> QueueOccupancy {
+    QueueOccupancy {
+        invites: invites as u32,
+        non_invites: 0,
+    }
+}
+
+/// Per-10 ms samples of a closed-loop run: (α, C̃, q, q_T, u).
+#[derive(Debug, Default, PartialEq)]
+struct Trace {
+    alpha: Vec<f64>,
+    cpu: Vec<f64>,
+    queue: Vec<f64>,
+    queue_target: Vec<f64>,
+    drain: Vec<f64>,
+    dropped: u64,
+    longest_wait: Duration,
+}
+
+fn mean(xs: &[f64]) -> f64 {
+    xs.iter().sum::<f64>() / xs.len() as f64
+}
+
+/// A tiny server: one INVITE every `gap`, one worker that forwards at `forward` per
+/// INVITE or rejects at `reject`, the PI deciding both how fast the worker drains the
+/// queue and what it does with each INVITE. Stepped every 0.5 ms.
+fn closed_loop(
+    pi: &mut DualLoopPi,
+    gap: Duration,
+    forward: Duration,
+    reject: Duration,
+    run: Duration,
+) -> Trace {
+    let step = Duration::from_micros(500);
+    let mut queue: VecDeque<Time> = VecDeque::new();
+    let mut busy: Option<(Time, Duration)> = None;
+    let mut next_arrival = Time::ZERO;
+    let mut next_sample = Time::ZERO;
+    let mut trace = Trace::default();
+    let mut t = Time::ZERO;
+    let end = Time::ZERO + run;
+    while t < end {
+        if t >= next_arrival {
+            pi.on_arrival(t, queue.len(), &invite());
+            if queue.len() < pi.max_queue() {
+                queue.push_back(t);
+            } else {
+                trace.dropped += 1;
+            }
+            pi.on_queue(t, occupancy(queue.len()));
+            next_arrival += gap;
+        }
+        if let Some((until, cost)) = busy {
+            if t >= until {
+                pi.on_processed(
+                    t,
+                    &Completion {
+                        message: invite(),
+                        service_time: cost,
+                        queueing_delay: Duration::ZERO,
+                        session_accepted: true,
+                    },
+                );
+                busy = None;
+            }
+        }
+        if busy.is_none() && !queue.is_empty() {
+            if let Some(v) = pi.take(t, &invite()) {
+                let arrived = queue.pop_front().unwrap();
+                trace.longest_wait = trace.longest_wait.max(t - arrived);
+                pi.on_queue(t, occupancy(queue.len()));
+                let cost = if v == AdmissionVerdict::Admit {
+                    forward
+                } else {
+                    reject
+                };
+                busy = Some((t + cost, cost));
+            }
+        }
+        if pi.poll_timeout().is_some_and(|d| t >= d) {
+            pi.handle_timeout(t);
+        }
+        if t >= next_sample {
+            trace.alpha.push(pi.reject_fraction());
+            trace.cpu.push(pi.filtered_cpu());
+            trace.queue.push(queue.len() as f64);
+            trace.queue_target.push(pi.queue_target());
+            trace.drain.push(pi.drain_rate());
+            next_sample += Duration::from_millis(10);
+        }
+        t += step;
+    }
+    trace
+}
+
+#[test]
+fn overloaded_server_settles_at_the_cpu_target_and_the_queue_set_point() {
+    // 200 INVITEs/s against ρ_M = 100/s (10 ms to forward) and β = 4 (2.5 ms to
+    // reject): r = 2, so eq. (3) wants α = 4/3 · (1 − 0.9/2) ≈ 0.733, and the queue
+    // should hold q_T = 50 ms · 200/s = 10 INVITEs.
+    let mut pi = DualLoopPi::new(&PiConfig::default(), 5, Time::ZERO);
+    let trace = closed_loop(
+        &mut pi,
+        Duration::from_millis(5),
+        Duration::from_millis(10),
+        Duration::from_micros(2500),
+        Duration::from_secs(40),
+    );
+    let late = 2000..trace.alpha.len();
+    let alpha = mean(&trace.alpha[late.clone()]);
+    let cpu = mean(&trace.cpu[late.clone()]);
+    let q = mean(&trace.queue[late.clone()]);
+    let q_t = mean(&trace.queue_target[late.clone()]);
+    let u = mean(&trace.drain[late]);
+    assert!((alpha - 0.733).abs() < 0.04, "α = {alpha}");
+    assert!((cpu - 0.9).abs() < 0.02, "C̃ = {cpu}");
+    assert!((q_t - 10.0).abs() < 0.5, "q_T = {q_t}");
+    assert!((q - q_t).abs() < 2.0, "q = {q}, q_T = {q_t}");
+    // The commanded rate sits above the 200/s actually drained: the worker, busy
+    // serving, leaves budget unused.
+    assert!(u > 190.0, "u = {u}");
+    assert_eq!(trace.dropped, 0);
+    assert!(pi.rejected() > 0 && pi.forwarded() > 0);
+}
+
+#[test]
+fn an_underloaded_server_rejects_nothing_and_adds_about_t_q_of_delay() {
+    // 50 INVITEs/s, 2 ms each: C = 0.1, far below C_T.
+    let mut pi = DualLoopPi::new(&PiConfig::default(), 5, Time::ZERO);
+    let trace = closed_loop(
+        &mut pi,
+        Duration::from_millis(20),
+        Duration::from_millis(2),
+        Duration::from_millis(1),
+        Duration::from_secs(20),
+    );
+    assert_eq!(pi.rejected(), 0);
+    assert!(trace.alpha.iter().all(|a| *a == 0.0));
+    let q = mean(&trace.queue[1000..]);
+    assert!((q - 2.5).abs() < 1.0, "q = {q}, q_T = 2.5");
+    assert!(trace.longest_wait < Duration::from_millis(200));
+}
+
+#[test]
+fn a_trickle_of_invites_is_not_starved_when_q_t_is_below_one() {
+    // 3 INVITEs/s: q_T ≈ 0.15, so a single queued INVITE is above the set-point.
+    let mut pi = DualLoopPi::new(&PiConfig::default(), 5, Time::ZERO);
+    let trace = closed_loop(
+        &mut pi,
+        Duration::from_millis(333),
+        Duration::from_millis(2),
+        Duration::from_millis(1),
+        Duration::from_secs(60),
+    );
+    assert!(trace.queue.iter().all(|q| *q <= 1.0));
+    assert!(
+        trace.longest_wait < Duration::from_millis(100),
+        "{:?}",
+        trace.longest_wait
+    );
+    // Arrivals at 0, 1/3 s, ... up to 60 s: 181, all forwarded.
+    assert_eq!(pi.forwarded(), 181);
+    assert_eq!(pi.rejected(), 0);
+}
+
+#[test]
+fn runs_repeat_exactly_for_a_seed() {
+    let run = |seed| {
+        let mut pi = DualLoopPi::new(&PiConfig::default(), seed, Time::ZERO);
+        let trace = closed_loop(
+            &mut pi,
+            Duration::from_millis(5),
+            Duration::from_millis(10),
+            Duration::from_micros(2500),
+            Duration::from_secs(5),
+        );
+        (trace, pi.rejected())
+    };
+    let a = run(1);
+    assert_eq!(run(1), a);
+    assert_ne!(run(2).1, a.1);
+}
+
+#[test]
+fn cpu_loop_integral_does_not_wind_up_at_saturation_and_recovers_at_once() {
+    let mut l = PiLoop::new(3.5, 10.3, 0.0, 1.0);
+    // 100 s of C̃ 0.1 above target: α pinned at 1.
+    for _ in 0..10_000 {
+        assert!(l.step(0.1, 0.01) <= 1.0);
+    }
+    assert!((l.output() - 1.0).abs() < 1e-12);
+    // Without anti-windup the integral would be 10.3 · 0.1 · 100 = 103.
+    assert!(l.integral() <= 1.0, "integral {}", l.integral());
+    // The error changes sign: α leaves the clamp on the very next sample ...
+    assert!(l.step(-0.1, 0.01) < 1.0);
+    // ... and is back at 0 within a second, not after the ~100 s an unguarded
+    // integral would need.
+    let mut steps = 1;
+    while l.step(-0.1, 0.01) > 0.0 {
+        steps += 1;
+        assert!(steps < 100, "α still {}", l.output());
+    }
+    // Held at 0 while the error stays negative, without winding up below.
+    for _ in 0..10_000 {
+        l.step(-0.1, 0.01);
+    }
+    assert!(l.integral() >= -0.01 - 1e-12);
+    assert!(l.step(0.05, 0.01) > 0.0);
+}
+
+#[test]
+fn conditional_integration_still_integrates_back_out_of_the_clamp() {
+    let mut l = PiLoop::new(0.0, 1.0, 0.0, 1.0);
+    for _ in 0..500 {
+        l.step(1.0, 0.01);
+    }
+    assert!((l.integral() - 1.0).abs() < 0.011);
+    // Output clamped, error reverses: the integral moves again.
+    l.step(-1.0, 0.01);
+    assert!(l.integral() < 1.0);
+    // A held increase blocks only upward integration.
+    let before = l.integral();
+    l.step_held(1.0, 0.01, true);
+    assert!((l.integral() - before).abs() < 1e-12);
+    l.step_held(-1.0, 0.01, true);
+    assert!(l.integral() < before);
+}
+
+#[test]
+fn a_stalled_worker_does_not_wind_up_the_drain_rate() {
+    // 100 INVITEs/s pile up for 10 s while the worker takes nothing: q ≫ q_T, so u
+    // wants to rise, but the unused budget says the drain is saturated.
+    let mut pi = DualLoopPi::new(&PiConfig::default(), 5, Time::ZERO);
+    let mut queued = 0usize;
+    for k in 0..10_000u64 {
+        let t = Time::from_millis(k);
+        if k % 10 == 0 {
+            pi.on_arrival(t, queued, &invite());
+            queued = (queued + 1).min(800);
+            pi.on_queue(t, occupancy(queued));
+        }
+        if t >= pi.poll_timeout().unwrap() {
+            pi.handle_timeout(t);
+        }
+    }
+    // Unguarded, the integral would be about K_iq · ∫(q − q_T) ≈ 130.5 · 500 · 10.
+    assert!(
+        pi.queue_loop().integral() < 100.0,
+        "{}",
+        pi.queue_loop().integral()
+    );
+    // The proportional term alone still asks for a fast drain of the backlog.
+    assert!(pi.drain_rate() > 19.2 * 700.0);
+}
+
+#[test]
+fn drain_budget_accrues_at_u_and_is_capped() {
+    let mut pi = DualLoopPi::new(&PiConfig::default(), 5, Time::ZERO);
+    // Nothing to drain before any control action.
+    assert_eq!(pi.drain_budget(Time::from_millis(5)), 0);
+    assert_eq!(pi.next_drain(Time::from_millis(5)), None);
+    assert_eq!(pi.take(Time::from_millis(5), &invite()), None);
+    // A backlog of 100 INVITEs arrives within one tick: q = 100 is above
+    // q_T = 50 ms · r̃ (r̃ ≈ 950/s after one 10 ms filter step), so u > 0.
+    for k in 0..100u64 {
+        pi.on_arrival(Time::from_micros(k * 100), 0, &invite());
+    }
+    pi.on_queue(Time::from_millis(9), occupancy(100));
+    pi.handle_timeout(Time::from_millis(10));
+    let u = pi.drain_rate();
+    assert!(u > 0.0, "u = {u}");
+    let wake = pi.next_drain(Time::from_millis(10)).unwrap();
+    assert!(pi.drain_budget(wake) >= 1);
+    // Left idle for a long time, the budget does not bank more than one tick's worth.
+    let later = Time::from_secs(100);
+    let cap = (u * 0.01).max(1.0).floor() as u32;
+    assert_eq!(pi.drain_budget(later), cap);
+    assert_eq!(pi.next_drain(later), Some(later));
+    assert!(pi.take(later, &invite()).is_some());
+}
+
+#[test]
+fn nonsense_inputs_do_not_panic() {
+    let config = PiConfig {
+        target_cpu: f64::NAN,
+        sample_interval: Duration::ZERO,
+        rate_filter: Duration::ZERO,
+        cpu_filter: Duration::ZERO,
+        k_pc: f64::NAN,
+        k_ic: f64::INFINITY,
+        k_pq: -1.0,
+        k_iq: f64::NEG_INFINITY,
+        max_drain_rate: Some(f64::NAN),
+        ..PiConfig::default()
+    };
+    let mut pi = DualLoopPi::new(&config, 0, Time::MAX - Duration::from_millis(5));
+    for k in 0..10 {
+        let t = Time::MAX - Duration::from_millis(5 - k.min(5));
+        pi.on_cpu_sample(t, f64::NAN);
+        pi.on_cpu_sample(t, -3.0);
+        pi.on_arrival(t, usize::MAX, &invite());
+        pi.on_queue(t, occupancy(usize::MAX));
+        pi.handle_timeout(t);
+        pi.handle_timeout(t);
+        let _ = pi.drain_budget(t);
+        let _ = pi.next_drain(t);
+        let _ = pi.take(t, &invite());
+        let _ = pi.poll_timeout();
+    }
+    assert!(pi.reject_fraction().is_finite());
+    assert!(pi.drain_rate() >= 0.0);
+}
+
+#[test]
+#[allow(clippy::float_cmp)] // the values are copied, not computed
+fn gains_round_trip_as_the_es_parameter_vector() {
+    let c = PiConfig::default();
+    assert_eq!(c.gains(), [3.5, 10.3, 19.2, 130.5]);
+    let d = c.with_gains([1.0, 2.0, 3.0, 4.0]);
+    assert_eq!(d.gains(), [1.0, 2.0, 3.0, 4.0]);
+    assert_eq!(d.max_queue, 800);
+}
