@@ -15,7 +15,13 @@
 //! - **SE enforcement** ([`enforcer::FeedbackEnforcer`], implemented by
 //!   [`enforcer::Throttle`]): percentage, window, token bucket, leaky bucket, call gapping;
 //!   discard or keep blocking (§2.4.2).
-//! - **Local admission at the RE** ([`admission::LocalAdmission`]): the §4.3 baselines.
+//! - **Local admission at the RE** ([`admission::LocalAdmission`]): the §4.3 baselines,
+//!   and the local controls compared by De Cicco, Cofano & Mascolo: Ohta, OCC, their
+//!   dual-loop PI (which also drains the INVITE queue, [`admission::DrainController`]),
+//!   plus Montazerolghaem & Yaghmaee's RED-like rejection and a Clearwater-style
+//!   latency bucket.
+//! - **Bounds and tuning**: [`optimal`], the goodput bound of De Cicco et al.'s
+//!   Proposition 1; [`tuning`], their Extremum Seeking optimizer and cost functional.
 //!
 //! [`ControlConfig`] (serde, paper defaults) builds all three for any [`Algorithm`].
 //!
@@ -65,12 +71,14 @@ mod config;
 pub mod enforcer;
 pub mod estimation;
 pub mod fairness;
+pub mod optimal;
 pub mod receiver;
 mod serde_millis;
 pub mod smoothing;
+pub mod tuning;
 mod types;
 
-pub use admission::{AnyLocalAdmission, LocalAdmission};
+pub use admission::{AdmissionMetrics, AnyLocalAdmission, DrainController, LocalAdmission};
 pub use config::{Algorithm, ControlConfig, EnforcementConfig, UnknownAlgorithm};
 pub use enforcer::{
     BlockingMode, ConfigError, EnforcerStats, FeedbackEnforcer, Throttle, ThrottleKind,
