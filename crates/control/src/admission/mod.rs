@@ -231,3 +231,67 @@ pub(crate) fn non_negative_or(x: f64, fallback: f64) -> f64 {
         fallback
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{Algorithm, ControlConfig};
+    use std::time::Duration;
+
+    #[test]
+    fn every_local_policy_survives_nonsense_configs_and_inputs() {
+        let mut cfg = ControlConfig::default();
+        cfg.occ.target_cpu = f64::NAN;
+        cfg.occ.control_interval = Duration::ZERO;
+        cfg.occ.measurement_interval = Duration::ZERO;
+        cfg.occ.max_increase = f64::INFINITY;
+        cfg.red.queue_weight = f64::NAN;
+        cfg.red.th_low = f64::NAN;
+        cfg.red.th_high = -5.0;
+        cfg.ohta.lo_wm = 900;
+        cfg.latency_bucket.target_latency = Duration::ZERO;
+        cfg.latency_bucket.adjust_interval = Duration::ZERO;
+        cfg.latency_bucket.adjust_every = 0;
+        cfg.latency_bucket.initial_rate = f64::NAN;
+        cfg.latency_bucket.bucket_depth = f64::NEG_INFINITY;
+        cfg.latency_bucket.decrease_factor = 0.0;
+        cfg.pi.sample_interval = Duration::ZERO;
+        for algorithm in Algorithm::ALL {
+            cfg.algorithm = algorithm;
+            let mut a = cfg.build_local_admission();
+            for k in 0..50u64 {
+                let t = Time::from_micros(k * 300);
+                let m = if k % 2 == 0 {
+                    MessageSummary::new_session(None)
+                } else {
+                    MessageSummary::response(None)
+                };
+                a.on_arrival(t, (k as usize) * 100, &m);
+                a.on_queue(t, QueueOccupancy::default());
+                a.on_cpu_sample(t, if k % 3 == 0 { f64::NAN } else { 2.0 });
+                a.on_processed(
+                    t,
+                    &Completion {
+                        message: m,
+                        service_time: Duration::MAX,
+                        queueing_delay: Duration::MAX,
+                        session_accepted: false,
+                    },
+                );
+                if let Some(d) = a.poll_timeout() {
+                    a.handle_timeout(d.max(t));
+                }
+                if let Some(d) = a.drain_mut() {
+                    let _ = d.drain_budget(t);
+                    let _ = d.take(t, &m);
+                    let _ = d.next_drain(t);
+                }
+                let metrics = a.metrics();
+                assert!(
+                    !metrics.control_value.is_some_and(f64::is_nan),
+                    "{algorithm}"
+                );
+            }
+        }
+    }
+}
