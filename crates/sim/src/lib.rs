@@ -23,6 +23,23 @@
 //! event loop), `ua` (caller and callee populations), `se` (edge proxies), `re` (the
 //! overloaded proxy), `net` (topology and links), `ledger` (measurement), and
 //! [`experiment`] (experiment files and sweeps).
+//!
+//! # Modelling choices the paper leaves open
+//! - Feedback (RE → SE) and feed-forward (SE → RE) ride beside the SIP bytes of the
+//!   datagram they piggyback on (the paper's "overload header"), as typed values.
+//! - Only the RE's processor costs time. Sends triggered by the RE's own transaction
+//!   timers (e.g. a 503 retransmitted by Timer G) are free; SEs and user agents act
+//!   instantly (§4.2: infinite capacity).
+//! - An SE that rejects a new INVITE answers 503 straight away; one that forwards or holds
+//!   it answers 100 Trying first. The RE answers every INVITE it forwards with 100 Trying;
+//!   the callee's 100 ends at the RE (hop by hop).
+//! - Repeated 2xx responses and the end-to-end ACK are relayed statelessly; the caller's
+//!   UA core ACKs every copy of the 2xx.
+//! - A proxy whose client transaction times out ends the matching server transaction
+//!   without a 408; the caller's own Timer B/F reports the failure. A callee whose 2xx is
+//!   never ACKed gives up after 64·T1 without sending a BYE.
+//! - The run continues `call.setup_deadline_s` past `duration_s`, arrivals included, so
+//!   the calls started at the end of the measurement window can complete.
 
 mod engine;
 pub mod experiment;

@@ -10,6 +10,8 @@ use sluice_control::{Algorithm, ControlConfig};
 
 /// Most sources a scenario may have (each needs an address and two nodes).
 pub const MAX_SOURCES: usize = 1000;
+/// Largest RE queue accepted (messages).
+pub const MAX_QUEUE: u32 = 10_000_000;
 /// Longest simulated run accepted, in seconds (about 11.5 days).
 pub const MAX_DURATION_S: f64 = 1.0e6;
 /// Most calls a run may expect to generate (`offered rate × run length`); the call
@@ -302,8 +304,11 @@ impl Scenario {
                     .to_owned(),
             );
         }
-        if self.re.queue_capacity == 0 {
-            return Err("re.queue_capacity must be at least 1".to_owned());
+        if self.re.queue_capacity == 0 || self.re.queue_capacity > MAX_QUEUE {
+            return Err(format!(
+                "re.queue_capacity must be between 1 and {MAX_QUEUE}, got {}",
+                self.re.queue_capacity
+            ));
         }
         positive("re.service_rate_mps", self.re.service_rate_mps)?;
         positive("re.reject_rate_mps", self.re.reject_rate_mps)?;
