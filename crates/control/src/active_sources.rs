@@ -1,7 +1,12 @@
 //! Active source estimation, Shen, Schulzrinne & Nahum 2008, §3.2.
 //!
 //! The RE keeps one entry per SE it has recently heard from; an entry expires one
-//! second (the paper's value) after that SE's last message. `N_SE` is the number of
+//! second (the paper's value) after that SE's last message that offered load: a new
+//! INVITE, or a fed-forward offered load above zero. Other messages (ACK, BYE, responses)
+//! reach an existing entry but do not keep it alive: an SE whose callers have stopped
+//! calling still sends BYEs for half a minute, and counting it would hand its share of
+//! the capacity to nobody (seen in sluice's simulator: after a source left, rate-abs held
+//! only 0.81 and then 0.56 of capacity). `N_SE` is the number of
 //! live entries. Entries also carry the per-SE state of the algorithm that owns the
 //! table and, for the double-feed architecture (§6.1.2), the SE's last fed-forward
 //! offered load.
@@ -74,7 +79,7 @@ impl<S> ActiveSources<S> {
         self.expired += (before - self.entries.len()) as u64;
     }
 
-    /// Records a message from `id` at `now`, creating its entry with `init` if needed.
+    /// Records load offered by `id` at `now`, creating its entry with `init` if needed.
     /// Returns `None` (and counts it) when a new source finds the table full.
     pub fn touch(
         &mut self,
@@ -94,6 +99,22 @@ impl<S> ActiveSources<S> {
         });
         entry.last_seen = entry.last_seen.max(now);
         Some(entry)
+    }
+
+    /// The live entry for `id` when a message offers load (`offers_load`, see the module
+    /// docs) or, otherwise, only if the entry exists, without refreshing it.
+    pub fn observe(
+        &mut self,
+        now: Time,
+        id: NeighbourId,
+        offers_load: bool,
+        init: impl FnOnce() -> S,
+    ) -> Option<&mut Source<S>> {
+        if offers_load {
+            self.touch(now, id, init)
+        } else {
+            self.get_mut(now, id)
+        }
     }
 
     /// The live entry for `id`, without refreshing it.
@@ -140,6 +161,24 @@ impl<S> ActiveSources<S> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn messages_that_offer_no_load_do_not_keep_a_source_alive() {
+        let mut t = table(8);
+        t.observe(Time::ZERO, NeighbourId(1), true, || ());
+        // BYEs and responses every 100 ms for two seconds: reached, but not refreshed.
+        for ms in (100..2000).step_by(100) {
+            let seen = t
+                .observe(Time::from_millis(ms), NeighbourId(1), false, || ())
+                .is_some();
+            assert_eq!(seen, ms < 1000, "at {ms} ms");
+        }
+        assert_eq!(t.count(Time::from_millis(2000)), 0);
+        // A message that offers no load never creates an entry.
+        assert!(t
+            .observe(Time::from_millis(2000), NeighbourId(2), false, || ())
+            .is_none());
+    }
 
     fn table(limit: usize) -> ActiveSources<()> {
         ActiveSources::new(&ActiveSourceConfig {

@@ -108,9 +108,10 @@ impl<S> ReceiverCore<S> {
         message: &MessageSummary,
         init: impl FnOnce() -> S,
     ) -> Option<&mut Source<S>> {
+        let offers_load = message.is_session_start();
         message
             .source
-            .and_then(|id| self.sources.touch(now, id, init))
+            .and_then(|id| self.sources.observe(now, id, offers_load, init))
     }
 
     /// Stores a fed-forward load; values that are not finite and non-negative are ignored.
@@ -122,7 +123,8 @@ impl<S> ReceiverCore<S> {
         init: impl FnOnce() -> S,
     ) {
         if ff.offered_rate.is_finite() && ff.offered_rate >= 0.0 {
-            if let Some(source) = self.sources.touch(now, from, init) {
+            let offers_load = ff.offered_rate > 0.0;
+            if let Some(source) = self.sources.observe(now, from, offers_load, init) {
                 source.offered_rate = Some(ff.offered_rate);
             }
         }

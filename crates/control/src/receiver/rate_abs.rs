@@ -208,9 +208,10 @@ mod tests {
             "no rate before the first control step"
         );
         for id in 1..=2 {
-            g.on_arrival(
+            g.on_feed_forward(
                 Time::from_millis(10),
-                &MessageSummary::other_request(se(id)),
+                NeighbourId(id),
+                FeedForward { offered_rate: 1.0 },
             );
         }
         // μ = 8 per 100 ms = 80/s; N_sess = 16 + 0 → d_q = 0.2 s = D_B → λ = μ.
@@ -235,9 +236,10 @@ mod tests {
             (rate_of(g.feedback_for(Time::from_millis(200), NeighbourId(1))) - 40.0).abs() < 1e-9
         );
         // After SE 2 falls silent for a second, SE 1 gets everything.
-        g.on_arrival(
+        g.on_feed_forward(
             Time::from_millis(1050),
-            &MessageSummary::other_request(se(1)),
+            NeighbourId(1),
+            FeedForward { offered_rate: 1.0 },
         );
         assert!(
             (rate_of(g.feedback_for(Time::from_millis(1050), NeighbourId(1))) - 80.0).abs() < 1e-9

@@ -84,16 +84,18 @@ impl FeedbackGenerator for WinAuto {
     fn on_arrival(&mut self, now: Time, message: &MessageSummary) {
         let fresh = self.fresh();
         let Some(id) = message.source else { return };
-        if let Some(source) = self.sources.touch(now, id, fresh) {
-            if message.is_session_start() {
+        let offers_load = message.is_session_start();
+        if let Some(source) = self.sources.observe(now, id, offers_load, fresh) {
+            if offers_load {
                 source.state.whole -= 1;
             }
         }
     }
-    fn on_feed_forward(&mut self, now: Time, from: NeighbourId, _feed_forward: FeedForward) {
+    fn on_feed_forward(&mut self, now: Time, from: NeighbourId, feed_forward: FeedForward) {
         // win-auto has no way to honour shares (§6.2.3); the message still shows activity.
         let fresh = self.fresh();
-        self.sources.touch(now, from, fresh);
+        self.sources
+            .observe(now, from, feed_forward.offered_rate > 0.0, fresh);
     }
     fn on_queue(&mut self, _now: Time, _queue: QueueOccupancy) {}
     fn on_processed(&mut self, now: Time, completion: &Completion) {

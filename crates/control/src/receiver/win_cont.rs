@@ -311,7 +311,11 @@ mod tests {
         };
         let mut g = win_cont(&cfg, Fairness::ProviderCentric, 20.0);
         for id in [1, 2] {
-            g.on_arrival(Time::from_millis(1), &MessageSummary::other_request(se(id)));
+            g.on_feed_forward(
+                Time::from_millis(1),
+                NeighbourId(id),
+                FeedForward { offered_rate: 1.0 },
+            );
         }
         g.on_processed(Time::from_millis(2), &other(1));
         assert_eq!(
@@ -353,7 +357,7 @@ mod tests {
             let mut g = win_cont(&cfg, Fairness::ProviderCentric, 5.0);
             let t = Time::from_millis(1);
             for id in 1..=4 {
-                g.on_arrival(t, &MessageSummary::other_request(se(id)));
+                g.on_feed_forward(t, NeighbourId(id), FeedForward { offered_rate: 1.0 });
             }
             let seen: Vec<u32> = (0..16)
                 .map(|_| {
@@ -408,7 +412,7 @@ mod tests {
         };
         let mut g = win_cont(&share, Fairness::ProviderCentric, 20.0);
         let t = Time::from_millis(1);
-        g.on_arrival(t, &MessageSummary::other_request(se(1)));
+        g.on_feed_forward(t, NeighbourId(1), FeedForward { offered_rate: 1.0 });
         // N_sess = 4 = N_sess_max: no room.
         g.on_queue(
             t,
@@ -423,7 +427,7 @@ mod tests {
 
         // As a level, a full server's windows are zero whatever was granted before.
         let mut g = win_cont(&WinContConfig::default(), Fairness::ProviderCentric, 20.0);
-        g.on_arrival(t, &MessageSummary::other_request(se(1)));
+        g.on_feed_forward(t, NeighbourId(1), FeedForward { offered_rate: 1.0 });
         g.on_queue(
             t,
             QueueOccupancy {
@@ -446,7 +450,7 @@ mod tests {
             };
             let mut g = win_cont(&cfg, Fairness::ProviderCentric, 20.0);
             let t = Time::from_millis(1);
-            g.on_arrival(t, &MessageSummary::other_request(se(1)));
+            g.on_feed_forward(t, NeighbourId(1), FeedForward { offered_rate: 1.0 });
             for _ in 0..100 {
                 g.on_processed(t, &other(1));
             }
@@ -515,7 +519,7 @@ mod tests {
             );
             let t = Time::from_millis(1);
             for id in 1..=3 {
-                g.on_arrival(t, &MessageSummary::other_request(se(id)));
+                g.on_feed_forward(t, NeighbourId(id), FeedForward { offered_rate: 1.0 });
             }
             (0..200)
                 .map(|_| {

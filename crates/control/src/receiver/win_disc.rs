@@ -163,7 +163,7 @@ mod tests {
         g.on_arrival(now, &MessageSummary::new_session(se(1)));
         g.on_arrival(now, &MessageSummary::new_session(se(1)));
         g.on_arrival(now, &MessageSummary::repeated_invite(se(1)));
-        g.on_arrival(now, &MessageSummary::other_request(se(1)));
+        g.on_feed_forward(now, NeighbourId(1), FeedForward { offered_rate: 1.0 });
         assert_eq!(window_of(g.feedback_for(now, NeighbourId(1))), 12);
         // A neighbour the RE has not heard from gets no feedback.
         assert_eq!(g.feedback_for(now, NeighbourId(9)), None);
@@ -183,7 +183,7 @@ mod tests {
         // 10 accepted INVITEs in the first 100 ms and again in the second: μ = 100/s.
         for step in [Time::from_millis(50), Time::from_millis(150)] {
             for id in 1..=3 {
-                g.on_arrival(step, &MessageSummary::other_request(se(id)));
+                g.on_feed_forward(step, NeighbourId(id), FeedForward { offered_rate: 1.0 });
             }
             for _ in 0..10 {
                 g.on_processed(step, &processed(MessageSummary::new_session(se(1)), true));
