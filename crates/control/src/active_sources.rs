@@ -101,6 +101,14 @@ impl<S> ActiveSources<S> {
         Some(entry)
     }
 
+    /// Whether a fed-forward rate (sessions/s) counts as offering load: at least one session
+    /// per expiry period. A slower source would expire between its INVITEs anyway, and an
+    /// SE's decaying meter keeps reporting a small positive rate long after its callers
+    /// have stopped, which would keep a departed SE in the table.
+    pub fn rate_offers_load(&self, sessions_per_second: f64) -> bool {
+        sessions_per_second * self.expiry.as_secs_f64() >= 1.0
+    }
+
     /// The live entry for `id` when a message offers load (`offers_load`, see the module
     /// docs) or, otherwise, only if the entry exists, without refreshing it.
     pub fn observe(

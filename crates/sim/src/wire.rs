@@ -10,20 +10,6 @@ use bytes::{Bytes, BytesMut};
 use sluice_sip::{HeaderName, Message, Method};
 use std::net::Ipv4Addr;
 
-/// `n` in decimal, written at the end of `buf`.
-fn decimal(mut n: u32, buf: &mut [u8; 10]) -> &[u8] {
-    let mut i = buf.len();
-    loop {
-        i -= 1;
-        buf[i] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    &buf[i..]
-}
-
 /// The call number in a Call-ID written by [`CallerTemplates`].
 pub(crate) fn call_of(msg: &Message) -> Option<u32> {
     parse_u32(msg.call_id()?)
@@ -64,8 +50,8 @@ impl CallerTemplates {
         cseq: u8,
         to_tag: bool,
     ) -> Bytes {
-        let mut digits = [0u8; 10];
-        let call = decimal(call, &mut digits);
+        let mut digits = itoa::Buffer::new();
+        let call = digits.format(call).as_bytes();
         let ip = self.ip.as_bytes();
         let mut b = BytesMut::with_capacity(300);
         for part in [

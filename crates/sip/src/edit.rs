@@ -65,7 +65,11 @@ pub fn forward_request(msg: &Message, edits: &RequestEdits<'_>) -> Bytes {
             HeaderName::MaxForwards if edits.decrement_max_forwards => {
                 if !max_forwards_seen {
                     let n = msg.max_forwards().unwrap_or(70).saturating_sub(1);
-                    put_header(&mut out, "Max-Forwards", itoa_u32(n).as_bytes());
+                    put_header(
+                        &mut out,
+                        "Max-Forwards",
+                        itoa::Buffer::new().format(n).as_bytes(),
+                    );
                 }
                 max_forwards_seen = true;
             }
@@ -179,7 +183,9 @@ impl<'a> ResponseBuilder<'a> {
             &mut out,
             &[
                 b"SIP/2.0 ",
-                itoa_u32(u32::from(self.status)).as_bytes(),
+                itoa::Buffer::new()
+                    .format(u32::from(self.status))
+                    .as_bytes(),
                 b" ",
                 self.reason.as_bytes(),
                 b"\r\n",
@@ -223,7 +229,11 @@ impl<'a> ResponseBuilder<'a> {
             }
         }
         if let Some(secs) = self.retry_after {
-            put_header(&mut out, "Retry-After", itoa_u32(secs).as_bytes());
+            put_header(
+                &mut out,
+                "Retry-After",
+                itoa::Buffer::new().format(secs).as_bytes(),
+            );
         }
         for (name, value) in &self.extra {
             put_header(&mut out, name, value);
@@ -237,40 +247,24 @@ impl<'a> ResponseBuilder<'a> {
 /// Request-URI, Call-ID, From, CSeq number and the top Via of the request, To of the
 /// response, and the request's Route headers.
 pub fn ack_for_non2xx(request: &Message, response: &Message) -> Bytes {
-    let mut out = BytesMut::with_capacity(512);
-    put_all(
-        &mut out,
-        &[
-            b"ACK ",
-            request.request_uri_raw().unwrap_or(b"sip:invalid"),
-            b" SIP/2.0\r\n",
-        ],
-    );
-    if let Some(Ok(via)) = request.header_values(HeaderName::Via).next() {
-        put_header(&mut out, "Via", via);
-    }
-    copy_headers(&mut out, request, HeaderName::Route);
-    put_header(&mut out, "Max-Forwards", b"70");
-    copy_first(&mut out, request, HeaderName::From);
-    copy_first(&mut out, response, HeaderName::To);
-    copy_first(&mut out, request, HeaderName::CallId);
-    let seq = request.cseq().map_or(0, |c| c.seq);
-    put_all(
-        &mut out,
-        &[b"CSeq: ", itoa_u32(seq).as_bytes(), b" ACK\r\n"],
-    );
-    out.put_slice(b"Content-Length: 0\r\n\r\n");
-    out.freeze()
+    same_transaction_request("ACK", request, response)
 }
 
 /// A CANCEL for a pending request (RFC 3261 §9.1): same Request-URI, Call-ID, To, From,
 /// CSeq number, the single top Via, and the request's Route headers.
 pub fn cancel_for(request: &Message) -> Bytes {
+    same_transaction_request("CANCEL", request, request)
+}
+
+/// ACK and CANCEL share the request's transaction identity (top Via, CSeq number) and
+/// differ only in the method and in whose To they carry.
+fn same_transaction_request(method: &str, request: &Message, to_from: &Message) -> Bytes {
     let mut out = BytesMut::with_capacity(512);
     put_all(
         &mut out,
         &[
-            b"CANCEL ",
+            method.as_bytes(),
+            b" ",
             request.request_uri_raw().unwrap_or(b"sip:invalid"),
             b" SIP/2.0\r\n",
         ],
@@ -281,12 +275,18 @@ pub fn cancel_for(request: &Message) -> Bytes {
     copy_headers(&mut out, request, HeaderName::Route);
     put_header(&mut out, "Max-Forwards", b"70");
     copy_first(&mut out, request, HeaderName::From);
-    copy_first(&mut out, request, HeaderName::To);
+    copy_first(&mut out, to_from, HeaderName::To);
     copy_first(&mut out, request, HeaderName::CallId);
     let seq = request.cseq().map_or(0, |c| c.seq);
     put_all(
         &mut out,
-        &[b"CSeq: ", itoa_u32(seq).as_bytes(), b" CANCEL\r\n"],
+        &[
+            b"CSeq: ",
+            itoa::Buffer::new().format(seq).as_bytes(),
+            b" ",
+            method.as_bytes(),
+            b"\r\n",
+        ],
     );
     out.put_slice(b"Content-Length: 0\r\n\r\n");
     out.freeze()
@@ -429,38 +429,11 @@ fn finish_with_body(out: &mut BytesMut, msg: &Message) {
             out,
             &[
                 b"Content-Length: ",
-                itoa_u32(msg.body().len() as u32).as_bytes(),
+                itoa::Buffer::new().format(msg.body().len()).as_bytes(),
                 b"\r\n",
             ],
         );
     }
     out.put_slice(b"\r\n");
     out.put_slice(msg.body());
-}
-
-/// Decimal formatting without going through `fmt` (this is on the forwarding hot path).
-fn itoa_u32(n: u32) -> ItoaBuf {
-    let mut buf = [0u8; 10];
-    let mut i = buf.len();
-    let mut n = n;
-    loop {
-        i -= 1;
-        buf[i] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    ItoaBuf { buf, start: i }
-}
-
-struct ItoaBuf {
-    buf: [u8; 10],
-    start: usize,
-}
-
-impl ItoaBuf {
-    fn as_bytes(&self) -> &[u8] {
-        &self.buf[self.start..]
-    }
 }

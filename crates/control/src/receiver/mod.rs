@@ -123,7 +123,7 @@ impl<S> ReceiverCore<S> {
         init: impl FnOnce() -> S,
     ) {
         if ff.offered_rate.is_finite() && ff.offered_rate >= 0.0 {
-            let offers_load = ff.offered_rate > 0.0;
+            let offers_load = self.sources.rate_offers_load(ff.offered_rate);
             if let Some(source) = self.sources.observe(now, from, offers_load, init) {
                 source.offered_rate = Some(ff.offered_rate);
             }

@@ -94,8 +94,8 @@ impl FeedbackGenerator for WinAuto {
     fn on_feed_forward(&mut self, now: Time, from: NeighbourId, feed_forward: FeedForward) {
         // win-auto has no way to honour shares (§6.2.3); the message still shows activity.
         let fresh = self.fresh();
-        self.sources
-            .observe(now, from, feed_forward.offered_rate > 0.0, fresh);
+        let offers_load = self.sources.rate_offers_load(feed_forward.offered_rate);
+        self.sources.observe(now, from, offers_load, fresh);
     }
     fn on_queue(&mut self, _now: Time, _queue: QueueOccupancy) {}
     fn on_processed(&mut self, now: Time, completion: &Completion) {
