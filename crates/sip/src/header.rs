@@ -65,7 +65,9 @@ impl HeaderName {
         let Some(&first) = name.first() else {
             return HeaderName::Other;
         };
-        let first = first.to_ascii_lowercase();
+        // Folds letters; other bytes may fold onto letters, but the exact comparison below
+        // settles every candidate.
+        let first = first | 0x20;
         let candidate = match (name.len(), first) {
             (1, _) => {
                 return match first {

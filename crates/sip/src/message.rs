@@ -232,7 +232,7 @@ impl Message {
             }
             // The colon ends the name (white space may precede it: HCOLON). A known name is
             // proved a token by matching its spelling; only other names are scanned for tokens.
-            let Some(colon) = scan::find_byte(&b[pos..content_end], b':').map(|c| c + pos) else {
+            let Some(colon) = scan::find_short(&b[pos..content_end], b':').map(|c| c + pos) else {
                 return Err(ParseError::new(ErrorKind::BadHeaderName, pos));
             };
             let mut name_end = colon;
@@ -252,14 +252,16 @@ impl Message {
                 value_end = ce;
                 next = nn;
             }
-            let raw_value = &b[colon + 1..value_end];
-            let lead = raw_value.iter().take_while(|&&c| scan::is_lws(c)).count();
-            let trail = raw_value[lead..]
-                .iter()
-                .rev()
-                .take_while(|&&c| scan::is_lws(c))
-                .count();
-            let value = Span::new(colon + 1 + lead, value_end - trail);
+            // Trim the value; index loops, as this runs for every header of every message.
+            let mut value_start = colon + 1;
+            while value_start < value_end && scan::is_lws(b[value_start]) {
+                value_start += 1;
+            }
+            let mut trimmed_end = value_end;
+            while trimmed_end > value_start && scan::is_lws(b[trimmed_end - 1]) {
+                trimmed_end -= 1;
+            }
+            let value = Span::new(value_start, trimmed_end);
             if msg.headers.len() == limits.max_headers {
                 return Err(ParseError::new(
                     ErrorKind::TooManyHeaders {
@@ -595,7 +597,7 @@ impl<'a> Iterator for HeaderValues<'a> {
 #[inline(always)]
 fn line_at(b: &[u8], pos: usize, limits: &Limits) -> Result<(usize, usize)> {
     let window_end = b.len().min(pos + limits.max_line_length + 2);
-    if let Some(i) = scan::find_byte(&b[pos..window_end], b'\n') {
+    if let Some(i) = scan::find_short(&b[pos..window_end], b'\n') {
         let lf = pos + i;
         let content_end = if lf > pos && b[lf - 1] == b'\r' {
             lf - 1

@@ -74,9 +74,32 @@ pub(crate) fn find_byte(hay: &[u8], needle: u8) -> Option<usize> {
         .map(|p| offset + p)
 }
 
+/// Position of the first `needle`. On x86_64 this is memchr's SSE2 searcher: SSE2 is part of the
+/// baseline there, so the searcher always exists and inlines into the header loop without
+/// the per-call CPU-feature dispatch that made plain `memchr` lose to [`find_byte`] on
+/// short lines. Elsewhere, the word-at-a-time search.
+#[inline]
+pub(crate) fn find_short(hay: &[u8], needle: u8) -> Option<usize> {
+    #[cfg(target_arch = "x86_64")]
+    if let Some(searcher) = memchr::arch::x86_64::sse2::memchr::One::new(needle) {
+        return searcher.find(hay);
+    }
+    find_byte(hay, needle)
+}
+
 /// Position of the first byte of `hay` that is any of the three needles.
 #[inline]
 pub(crate) fn find_any3(hay: &[u8], a: u8, b: u8, c: u8) -> Option<usize> {
+    // As in `find_short`: the baseline SSE2 searcher, inlined, where there is one.
+    #[cfg(target_arch = "x86_64")]
+    if let Some(searcher) = memchr::arch::x86_64::sse2::memchr::Three::new(a, b, c) {
+        return searcher.find(hay);
+    }
+    find_any3_words(hay, a, b, c)
+}
+
+/// The portable word-at-a-time version of [`find_any3`].
+fn find_any3_words(hay: &[u8], a: u8, b: u8, c: u8) -> Option<usize> {
     let (pa, pb, pc) = (LO * u64::from(a), LO * u64::from(b), LO * u64::from(c));
     let mut chunks = hay.chunks_exact(8);
     let mut offset = 0;
@@ -357,6 +380,7 @@ mod tests {
                 }
                 let want = hay.iter().position(|&c| c == b'\n');
                 assert_eq!(find_byte(&hay, b'\n'), want, "len {len} at {at}");
+                assert_eq!(find_short(&hay, b'\n'), want, "len {len} at {at}");
             }
         }
         assert_eq!(find_byte(&[0x0b, 0x0a], b'\n'), Some(1));
@@ -377,9 +401,11 @@ mod tests {
                         hay[at + 1] = b';';
                     }
                     assert_eq!(find_any3(&hay, b';', b',', b'"'), Some(at));
+                    assert_eq!(find_any3_words(&hay, b';', b',', b'"'), Some(at));
                 }
             }
             assert_eq!(find_any3(&vec![b'x'; len], b';', b',', b'"'), None);
+            assert_eq!(find_any3_words(&vec![b'x'; len], b';', b',', b'"'), None);
         }
     }
 
