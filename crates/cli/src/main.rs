@@ -4,6 +4,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+mod bench;
 mod plot;
 mod sim;
 mod sip;
@@ -21,6 +22,11 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
+    /// Speed checks that report numbers against the project's targets.
+    Bench {
+        #[command(subcommand)]
+        command: bench::BenchCommand,
+    },
     /// Run an experiment in the deterministic simulator (a TOML file or a built-in name).
     Sim(sim::SimArgs),
     /// Work with SIP messages (parse and inspect).
@@ -33,6 +39,7 @@ enum Command {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
+        Command::Bench { command } => bench::run(&command),
         Command::Sim(args) => sim::run(&args),
         Command::Sip { command } => sip::run(command),
     };

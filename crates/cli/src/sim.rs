@@ -175,7 +175,9 @@ pub fn run(args: &SimArgs) -> Result<(), String> {
 
 /// Runs every point on `jobs` threads; results come back in the points' order, so output
 /// does not depend on scheduling.
-fn run_points(points: &[RunPoint], jobs: usize) -> Vec<RunReport> {
+pub(crate) fn run_points(points: &[RunPoint], jobs: usize) -> Vec<RunReport> {
+    // Progress is for people watching a terminal; logs and pipes get the summary only.
+    let show_progress = std::io::IsTerminal::is_terminal(&std::io::stderr());
     let next = AtomicUsize::new(0);
     let done = AtomicUsize::new(0);
     let slots: Mutex<Vec<Option<RunReport>>> = Mutex::new(vec![None; points.len()]);
@@ -198,7 +200,9 @@ fn run_points(points: &[RunPoint], jobs: usize) -> Vec<RunReport> {
             });
         }
     });
-    eprintln!();
+    if show_progress {
+        eprintln!();
+    }
     slots
         .into_inner()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
