@@ -402,28 +402,37 @@ fn draw(out: &Path, e: &Experiment, reports: &[RunReport]) -> Result<(), String>
             for (p, r) in e.points.iter().zip(reports) {
                 let Some(ts) = &r.timeseries else { continue };
                 let cap = r.capacity_cps.max(1e-9);
+                let per_second = |f: &dyn Fn(&sluice_sim::SeriesPoint) -> f64| -> Vec<(f64, f64)> {
+                    smooth(
+                        &ts.points
+                            .iter()
+                            .map(|pt| (pt.t_s, f(pt) / cap))
+                            .collect::<Vec<_>>(),
+                        SMOOTHING_S,
+                    )
+                };
                 let mut series: Vec<Series> = r
                     .per_source
                     .iter()
                     .enumerate()
                     .map(|(i, s)| Series {
                         label: s.name.clone(),
-                        points: ts
-                            .points
-                            .iter()
-                            .map(|pt| (pt.t_s, pt.goodput_cps.get(i).copied().unwrap_or(0.0) / cap))
-                            .collect(),
+                        points: per_second(&|pt| pt.goodput_cps.get(i).copied().unwrap_or(0.0)),
                     })
                     .collect();
                 series.push(Series {
                     label: "total".into(),
-                    points: ts
-                        .points
-                        .iter()
-                        .map(|pt| (pt.t_s, pt.goodput_cps.iter().sum::<f64>() / cap))
-                        .collect(),
+                    points: per_second(&|pt| pt.goodput_cps.iter().sum::<f64>()),
                 });
-                let t = format!("{title} ({})", p.variant);
+                let figure = if e.figure.is_empty() {
+                    e.name.as_str()
+                } else {
+                    e.figure.as_str()
+                };
+                let t = format!(
+                    "{figure}: {} ({SMOOTHING_S:.0} s moving average)",
+                    p.variant
+                );
                 let axes = Axes {
                     title: &t,
                     x_label: "Time (s)",
@@ -436,6 +445,23 @@ fn draw(out: &Path, e: &Experiment, reports: &[RunReport]) -> Result<(), String>
             Ok(())
         }
     }
+}
+
+/// Plots of per-second goodput are smoothed over this window, as the paper's are; the CSV
+/// files keep the raw seconds.
+const SMOOTHING_S: f64 = 10.0;
+
+/// Centred moving average over `window` seconds of (t, y) points spaced one second apart.
+fn smooth(points: &[(f64, f64)], window: f64) -> Vec<(f64, f64)> {
+    let half = (window / 2.0).max(0.0) as usize;
+    (0..points.len())
+        .map(|i| {
+            let lo = i.saturating_sub(half);
+            let hi = (i + half + 1).min(points.len());
+            let mean = points[lo..hi].iter().map(|p| p.1).sum::<f64>() / (hi - lo) as f64;
+            (points[i].0, mean)
+        })
+        .collect()
 }
 
 fn print_table(e: &Experiment, reports: &[RunReport]) {
