@@ -67,7 +67,10 @@ fn a_run_writes_summary_runs_and_plots_identically_for_a_seed() {
         }
         summaries.push(std::fs::read(out.join("summary.csv")).unwrap());
     }
-    assert_eq!(summaries[0], summaries[1], "same seed, same bytes");
+    assert_eq!(
+        summaries[0], summaries[1],
+        "same seed, same bytes, however many jobs"
+    );
     let text = String::from_utf8(summaries.remove(0)).unwrap();
     let header = text.lines().next().unwrap();
     for column in [
