@@ -212,6 +212,42 @@ impl FeedbackGenerator for AnyFeedbackGenerator {
     }
 }
 
+/// The discrete control interval `T_c` that win-disc, rate-abs and rate-occ act on, beside
+/// the estimator's measurement interval `T_m`: when the next control step is due.
+#[derive(Clone, Debug)]
+pub(crate) struct ControlClock {
+    interval: std::time::Duration,
+    next: Time,
+}
+
+impl ControlClock {
+    /// The first step is one interval after `now`; zero intervals are raised to the minimum.
+    pub(crate) fn new(interval: std::time::Duration, now: Time) -> Self {
+        let interval = crate::estimation::sane_interval(interval);
+        Self {
+            interval,
+            next: now + interval,
+        }
+    }
+
+    /// Whether a control step is due at `now`; if so, the next one is scheduled.
+    pub(crate) fn due(&mut self, now: Time) -> bool {
+        if now < self.next {
+            return false;
+        }
+        self.next = now + self.interval;
+        true
+    }
+
+    pub(crate) fn deadline(&self) -> Time {
+        self.next
+    }
+
+    pub(crate) fn interval(&self) -> std::time::Duration {
+        self.interval
+    }
+}
+
 #[cfg(test)]
 pub(crate) mod test_support {
     use crate::types::{Completion, MessageSummary, NeighbourId};

@@ -22,7 +22,7 @@
 //! completely (the role `f_min` plays in rate-occ); a shut-off SE would send nothing
 //! more, so it might never receive the feedback that reopens it.
 
-use super::{FeedbackGenerator, ReceiverCore, ReceiverMetrics};
+use super::{ControlClock, FeedbackGenerator, ReceiverCore, ReceiverMetrics};
 use crate::active_sources::ActiveSourceConfig;
 use crate::estimation::{sane_interval, EstimatorConfig};
 use crate::fairness::Fairness;
@@ -74,11 +74,10 @@ pub fn target_rate(mu: f64, queueing_delay: f64, budget: f64, c: f64, min_rate: 
 #[derive(Clone, Debug)]
 pub struct RateAbs {
     budget_delay: Duration,
-    control_interval: Duration,
+    clock: ControlClock,
     c: Duration,
     min_rate: f64,
     core: ReceiverCore<()>,
-    next_control: Time,
     total_rate: Option<f64>,
 }
 
@@ -90,10 +89,9 @@ impl RateAbs {
         fairness: Fairness,
         now: Time,
     ) -> Self {
-        let control_interval = sane_interval(config.control_interval);
         Self {
             budget_delay: config.budget_delay,
-            control_interval,
+            clock: ControlClock::new(config.control_interval, now),
             c: sane_interval(config.c),
             min_rate: if config.min_rate.is_finite() {
                 config.min_rate.max(0.0)
@@ -101,7 +99,6 @@ impl RateAbs {
                 0.0
             },
             core: ReceiverCore::new(estimator, sources, fairness, now),
-            next_control: now + control_interval,
             total_rate: None,
         }
     }
@@ -148,14 +145,13 @@ impl FeedbackGenerator for RateAbs {
     }
     fn handle_timeout(&mut self, now: Time) {
         self.core.estimator.handle_timeout(now);
-        if now >= self.next_control {
+        if self.clock.due(now) {
             self.control();
-            self.next_control = now + self.control_interval;
         }
     }
     fn poll_timeout(&self) -> Option<Time> {
         let measure = self.core.estimator.poll_timeout().unwrap_or(Time::MAX);
-        Some(measure.min(self.next_control))
+        Some(measure.min(self.clock.deadline()))
     }
     fn metrics(&self) -> ReceiverMetrics {
         self.core.metrics(self.total_rate)

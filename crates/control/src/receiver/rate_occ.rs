@@ -9,9 +9,9 @@
 //! Defaults (§3.7, Table 2): `ρ_B = 0.85`, `φ_max = 5`, `f_min = 0.02`, `T_c = 200 ms`
 //! (`T_m = 100 ms` in the estimator config; rate-occ2 uses 14 ms for both).
 
-use super::{FeedbackGenerator, ReceiverCore, ReceiverMetrics};
+use super::{ControlClock, FeedbackGenerator, ReceiverCore, ReceiverMetrics};
 use crate::active_sources::ActiveSourceConfig;
-use crate::estimation::{sane_interval, EstimatorConfig};
+use crate::estimation::EstimatorConfig;
 use crate::fairness::Fairness;
 use crate::types::{
     Completion, FeedForward, Feedback, FeedbackValue, MessageSummary, NeighbourId, QueueOccupancy,
@@ -71,11 +71,10 @@ pub fn next_fraction(
 #[derive(Clone, Debug)]
 pub struct RateOcc {
     target: f64,
-    control_interval: Duration,
+    clock: ControlClock,
     max_increase: f64,
     min_fraction: f64,
     core: ReceiverCore<()>,
-    next_control: Time,
     fraction: f64,
 }
 
@@ -86,15 +85,13 @@ impl RateOcc {
         sources: &ActiveSourceConfig,
         now: Time,
     ) -> Self {
-        let control_interval = sane_interval(config.control_interval);
         let or = |x: f64, fallback: f64| if x.is_finite() { x } else { fallback };
         Self {
             target: or(config.target_occupancy, 0.85).clamp(f64::MIN_POSITIVE, 1.0),
-            control_interval,
+            clock: ControlClock::new(config.control_interval, now),
             max_increase: or(config.max_increase, 5.0).max(1.0),
             min_fraction: or(config.min_fraction, 0.02).clamp(0.0, 1.0),
             core: ReceiverCore::new(estimator, sources, Fairness::UserCentric, now),
-            next_control: now + control_interval,
             fraction: 1.0,
         }
     }
@@ -127,7 +124,7 @@ impl FeedbackGenerator for RateOcc {
     }
     fn handle_timeout(&mut self, now: Time) {
         self.core.estimator.handle_timeout(now);
-        if now >= self.next_control {
+        if self.clock.due(now) {
             if let Some(rho) = self.core.estimator.occupancy() {
                 self.fraction = next_fraction(
                     self.fraction,
@@ -137,12 +134,11 @@ impl FeedbackGenerator for RateOcc {
                     self.min_fraction,
                 );
             }
-            self.next_control = now + self.control_interval;
         }
     }
     fn poll_timeout(&self) -> Option<Time> {
         let measure = self.core.estimator.poll_timeout().unwrap_or(Time::MAX);
-        Some(measure.min(self.next_control))
+        Some(measure.min(self.clock.deadline()))
     }
     fn metrics(&self) -> ReceiverMetrics {
         self.core.metrics(Some(self.fraction))

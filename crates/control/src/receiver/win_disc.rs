@@ -11,9 +11,9 @@
 //! estimator config). `W_0 = 14`, the paper's suggested `μ_eng·T_c` with its 72
 //! sessions/s engineered rate and `T_c = 200 ms`.
 
-use super::{advertised, FeedbackGenerator, ReceiverCore, ReceiverMetrics};
+use super::{advertised, ControlClock, FeedbackGenerator, ReceiverCore, ReceiverMetrics};
 use crate::active_sources::ActiveSourceConfig;
-use crate::estimation::{sane_interval, EstimatorConfig};
+use crate::estimation::EstimatorConfig;
 use crate::fairness::Fairness;
 use crate::types::{
     Completion, FeedForward, Feedback, FeedbackValue, MessageSummary, NeighbourId, QueueOccupancy,
@@ -48,10 +48,9 @@ impl Default for WinDiscConfig {
 #[derive(Clone, Debug)]
 pub struct WinDisc {
     budget_delay: Duration,
-    control_interval: Duration,
+    clock: ControlClock,
     initial_window: i64,
     core: ReceiverCore<i64>,
-    next_control: Time,
     total_window: Option<f64>,
 }
 
@@ -63,20 +62,18 @@ impl WinDisc {
         fairness: Fairness,
         now: Time,
     ) -> Self {
-        let control_interval = sane_interval(config.control_interval);
         Self {
             budget_delay: config.budget_delay,
-            control_interval,
+            clock: ControlClock::new(config.control_interval, now),
             initial_window: i64::from(config.initial_window),
             core: ReceiverCore::new(estimator, sources, fairness, now),
-            next_control: now + control_interval,
             total_window: None,
         }
     }
 
     fn control(&mut self, now: Time) {
         let mu = self.core.estimator.control_service_rate();
-        let horizon = (self.control_interval + self.budget_delay).as_secs_f64();
+        let horizon = (self.clock.interval() + self.budget_delay).as_secs_f64();
         let total = (mu * horizon - self.core.estimator.sessions_in_system()).max(0.0);
         self.total_window = Some(total);
         for (id, share) in self.core.shares(now) {
@@ -114,14 +111,13 @@ impl FeedbackGenerator for WinDisc {
     fn handle_timeout(&mut self, now: Time) {
         // Measurement first, so a control step at the same instant sees the fresh μ.
         self.core.estimator.handle_timeout(now);
-        if now >= self.next_control {
+        if self.clock.due(now) {
             self.control(now);
-            self.next_control = now + self.control_interval;
         }
     }
     fn poll_timeout(&self) -> Option<Time> {
         let measure = self.core.estimator.poll_timeout().unwrap_or(Time::MAX);
-        Some(measure.min(self.next_control))
+        Some(measure.min(self.clock.deadline()))
     }
     fn metrics(&self) -> ReceiverMetrics {
         self.core.metrics(self.total_window)
