@@ -15,26 +15,86 @@ use crate::plot::{self, Axes, Series};
 
 /// The experiments shipped with sluice, embedded so `sluice sim NAME` needs no files.
 pub const BUILTIN: &[(&str, &str)] = &[
-    ("shen2008-eq2-rate-abs-c", include_str!("../../../experiments/shen2008-eq2-rate-abs-c.toml")),
-    ("shen2008-fig04", include_str!("../../../experiments/shen2008-fig04.toml")),
-    ("shen2008-fig07", include_str!("../../../experiments/shen2008-fig07.toml")),
-    ("shen2008-fig08", include_str!("../../../experiments/shen2008-fig08.toml")),
-    ("shen2008-fig09", include_str!("../../../experiments/shen2008-fig09.toml")),
-    ("shen2008-fig10", include_str!("../../../experiments/shen2008-fig10.toml")),
-    ("shen2008-fig11", include_str!("../../../experiments/shen2008-fig11.toml")),
-    ("shen2008-fig12", include_str!("../../../experiments/shen2008-fig12.toml")),
-    ("shen2008-fig13", include_str!("../../../experiments/shen2008-fig13.toml")),
-    ("shen2008-fig14", include_str!("../../../experiments/shen2008-fig14.toml")),
-    ("shen2008-fig15", include_str!("../../../experiments/shen2008-fig15.toml")),
-    ("shen2008-fig16", include_str!("../../../experiments/shen2008-fig16.toml")),
-    ("shen2008-fig17", include_str!("../../../experiments/shen2008-fig17.toml")),
-    ("shen2008-fig18", include_str!("../../../experiments/shen2008-fig18.toml")),
-    ("shen2008-fig19", include_str!("../../../experiments/shen2008-fig19.toml")),
-    ("shen2008-fig20", include_str!("../../../experiments/shen2008-fig20.toml")),
-    ("shen2008-fig21", include_str!("../../../experiments/shen2008-fig21.toml")),
-    ("shen2008-fig24-26", include_str!("../../../experiments/shen2008-fig24-26.toml")),
-    ("shen2008-fig27-31", include_str!("../../../experiments/shen2008-fig27-31.toml")),
-    ("shen2008-fig32-37", include_str!("../../../experiments/shen2008-fig32-37.toml")),
+    (
+        "shen2008-eq2-rate-abs-c",
+        include_str!("../../../experiments/shen2008-eq2-rate-abs-c.toml"),
+    ),
+    (
+        "shen2008-fig04",
+        include_str!("../../../experiments/shen2008-fig04.toml"),
+    ),
+    (
+        "shen2008-fig07",
+        include_str!("../../../experiments/shen2008-fig07.toml"),
+    ),
+    (
+        "shen2008-fig08",
+        include_str!("../../../experiments/shen2008-fig08.toml"),
+    ),
+    (
+        "shen2008-fig09",
+        include_str!("../../../experiments/shen2008-fig09.toml"),
+    ),
+    (
+        "shen2008-fig10",
+        include_str!("../../../experiments/shen2008-fig10.toml"),
+    ),
+    (
+        "shen2008-fig11",
+        include_str!("../../../experiments/shen2008-fig11.toml"),
+    ),
+    (
+        "shen2008-fig12",
+        include_str!("../../../experiments/shen2008-fig12.toml"),
+    ),
+    (
+        "shen2008-fig13",
+        include_str!("../../../experiments/shen2008-fig13.toml"),
+    ),
+    (
+        "shen2008-fig14",
+        include_str!("../../../experiments/shen2008-fig14.toml"),
+    ),
+    (
+        "shen2008-fig15",
+        include_str!("../../../experiments/shen2008-fig15.toml"),
+    ),
+    (
+        "shen2008-fig16",
+        include_str!("../../../experiments/shen2008-fig16.toml"),
+    ),
+    (
+        "shen2008-fig17",
+        include_str!("../../../experiments/shen2008-fig17.toml"),
+    ),
+    (
+        "shen2008-fig18",
+        include_str!("../../../experiments/shen2008-fig18.toml"),
+    ),
+    (
+        "shen2008-fig19",
+        include_str!("../../../experiments/shen2008-fig19.toml"),
+    ),
+    (
+        "shen2008-fig20",
+        include_str!("../../../experiments/shen2008-fig20.toml"),
+    ),
+    (
+        "shen2008-fig21",
+        include_str!("../../../experiments/shen2008-fig21.toml"),
+    ),
+    (
+        "shen2008-fig24-26",
+        include_str!("../../../experiments/shen2008-fig24-26.toml"),
+    ),
+    (
+        "shen2008-fig27-31",
+        include_str!("../../../experiments/shen2008-fig27-31.toml"),
+    ),
+    (
+        "shen2008-fig32-37",
+        include_str!("../../../experiments/shen2008-fig32-37.toml"),
+    ),
 ];
 
 #[derive(Args, Debug)]
