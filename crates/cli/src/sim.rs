@@ -195,12 +195,14 @@ pub(crate) fn run_points(points: &[RunPoint], jobs: usize) -> Vec<RunReport> {
                     .lock()
                     .unwrap_or_else(std::sync::PoisonError::into_inner)[i] = Some(report);
                 let n = done.fetch_add(1, Ordering::Relaxed) + 1;
-                eprint!(
-                    "\r[{n}/{}] {} at load {:.2}        ",
-                    points.len(),
-                    point.variant,
-                    point.offered_load
-                );
+                if show_progress {
+                    eprint!(
+                        "\r[{n}/{}] {} at x = {}        ",
+                        points.len(),
+                        point.variant,
+                        point.x
+                    );
+                }
             });
         }
     });
