@@ -285,7 +285,23 @@ impl ControlConfig {
     /// The RE's feedback generator; the baselines get one that only estimates.
     /// Its timers start at `now`.
     pub fn build_feedback_generator(&self, now: Time) -> AnyFeedbackGenerator {
-        let (est, src, fair) = (&self.estimator, &self.active_sources, self.fairness);
+        // §5.7: "T_m = min(100 ms, T_c)" — measuring more slowly than the algorithm acts
+        // would feed each control step a stale μ or occupancy. A T_m configured longer than
+        // the algorithm's T_c is shortened to T_c.
+        let control_interval = match self.algorithm {
+            Algorithm::WinDisc => Some(self.win_disc.control_interval),
+            Algorithm::RateAbs => Some(self.rate_abs.control_interval),
+            Algorithm::RateOcc => Some(self.rate_occ.control_interval),
+            _ => None,
+        };
+        let est = &EstimatorConfig {
+            measurement_interval: control_interval
+                .map_or(self.estimator.measurement_interval, |tc| {
+                    self.estimator.measurement_interval.min(tc)
+                }),
+            ..self.estimator.clone()
+        };
+        let (src, fair) = (&self.active_sources, self.fairness);
         match self.algorithm {
             Algorithm::None
             | Algorithm::Threshold
@@ -381,6 +397,35 @@ impl ControlConfig {
 mod tests {
     use super::*;
     use crate::receiver::FeedbackGenerator;
+
+    #[test]
+    fn measurement_interval_never_exceeds_the_control_interval() {
+        // §5.7: T_m = min(100 ms, T_c). With T_c = 14 ms and the default T_m = 100 ms, the
+        // first control step at 14 ms already has an occupancy measured over 14 ms.
+        let cfg: ControlConfig =
+            toml::from_str("algorithm = \"rate-occ\"\nrate_occ = { control_interval_ms = 14 }")
+                .unwrap();
+        let mut g = cfg.build_feedback_generator(Time::ZERO);
+        let done = crate::receiver::test_support::processed(
+            crate::types::MessageSummary::new_session(None),
+            true,
+        );
+        g.on_processed(Time::from_millis(5), &done);
+        g.handle_timeout(Time::from_millis(14));
+        let occupancy = g
+            .metrics()
+            .occupancy
+            .expect("measured at the first control step");
+        assert!(
+            (occupancy - 2.0 / 14.0).abs() < 1e-9,
+            "2 ms busy in 14 ms, got {occupancy}"
+        );
+        // A longer T_c leaves the default T_m alone.
+        let cfg: ControlConfig = toml::from_str("algorithm = \"rate-occ\"").unwrap();
+        let mut g = cfg.build_feedback_generator(Time::ZERO);
+        g.handle_timeout(Time::from_millis(14));
+        assert_eq!(g.metrics().occupancy, None);
+    }
 
     #[test]
     fn names_round_trip_and_unknown_names_are_errors() {
