@@ -147,7 +147,8 @@ pub struct Overrides {
     /// by the model (BYE traffic settles over a few holding times), and only capped at half
     /// the run so that something is measured.
     pub duration_s: Option<f64>,
-    /// Keep only these offered loads, when given (`--load`).
+    /// Keep only these offered loads, when given (`--load`). In a parameter sweep, whose x
+    /// axis is not the load, the first of them sets the offered load of every point instead.
     pub loads: Option<Vec<f64>>,
 }
 

@@ -82,7 +82,8 @@ pub struct WinContConfig {
     pub initial_window: u32,
     pub allocation: WinContAllocation,
     /// Subtract windows promised but not yet used from the room left (see module docs;
-    /// `false` is the paper's literal update).
+    /// `false` is the paper's literal update). Only the increment allocations (`share`,
+    /// `lottery`) use it: a `level` window is recomputed, never accumulated.
     pub deduct_outstanding: bool,
 }
 
