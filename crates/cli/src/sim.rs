@@ -16,6 +16,10 @@ use crate::plot::{self, Axes, Series};
 /// The experiments shipped with sluice, embedded so `sluice sim NAME` needs no files.
 pub const BUILTIN: &[(&str, &str)] = &[
     (
+        "decicco-fig11-12",
+        include_str!("../../../experiments/decicco-fig11-12.toml"),
+    ),
+    (
         "shen2008-eq2-rate-abs-c",
         include_str!("../../../experiments/shen2008-eq2-rate-abs-c.toml"),
     ),
@@ -375,6 +379,10 @@ fn draw(out: &Path, e: &Experiment, reports: &[RunReport]) -> Result<(), String>
                 y_label: &e.plot.y_label,
                 y_max: e.plot.y_max,
             };
+            let ideal = match e.plot.optimal_goodput_target_cpu {
+                Some(target_cpu) => optimal_goodput_series(reports, target_cpu, x_max),
+                None => ideal,
+            };
             let ideal = (e.plot.ideal_line && e.x_name == "offered_load").then_some(&ideal);
             plot::line_chart(&out.join(format!("{}.svg", e.name)), &axes, &goodput, ideal)?;
             let delay = sweep_series(e, reports, |r| r.setup_delay_p99_ms);
@@ -450,6 +458,30 @@ fn draw(out: &Path, e: &Experiment, reports: &[RunReport]) -> Result<(), String>
             }
             Ok(())
         }
+    }
+}
+
+/// De Cicco et al.'s `g_opt(r)` (eq. 2) over `[0, x_max]` for the runs' cost ratio `β`
+/// (the first run's: an experiment that varies `β` has no single bound).
+fn optimal_goodput_series(reports: &[RunReport], target_cpu: f64, x_max: f64) -> Series {
+    let beta = reports
+        .iter()
+        .map(|r| r.beta)
+        .find(|b| *b > 1.0)
+        .unwrap_or(f64::NAN);
+    let steps = 200;
+    Series {
+        label: format!("g_opt (C_T = {target_cpu}, beta = {beta:.2})"),
+        points: (0..=steps)
+            .map(|i| {
+                let r = x_max * f64::from(i) / f64::from(steps);
+                (
+                    r,
+                    sluice_control::optimal::optimal_goodput(r, beta, target_cpu),
+                )
+            })
+            .filter(|(_, g)| g.is_finite())
+            .collect(),
     }
 }
 

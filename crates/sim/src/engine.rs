@@ -202,6 +202,7 @@ pub(crate) struct Engine {
     /// End of the next time-series bin whose controller sample is due.
     next_sample: u64,
     capacity_cps: f64,
+    beta: f64,
     names: Vec<String>,
 }
 
@@ -293,6 +294,7 @@ impl Engine {
             events: 0,
             next_sample: 1_000_000_000,
             capacity_cps: cap,
+            beta: sc.effective_beta(),
             names: sc.sources.iter().map(|s| s.name.clone()).collect(),
         })
     }
@@ -410,7 +412,11 @@ impl Engine {
         match self.topo.role(node) {
             Role::Caller(i) => self.callers[i].on_timeout(&mut cx),
             Role::Se(i) => self.ses[i].on_timeout(&mut cx),
-            Role::Re => self.re.on_timeout(&mut cx),
+            Role::Re => {
+                if let Some(done) = self.re.on_timeout(&mut cx) {
+                    self.agenda.push(done, Ev::ServiceDone);
+                }
+            }
             Role::Callee => self.callee.on_timeout(&mut cx),
         }
     }
@@ -459,6 +465,7 @@ impl Engine {
         let names = std::mem::take(&mut self.names);
         self.ledger
             .finish(self.now, self.capacity_cps, &names, &mut r);
+        r.beta = self.beta;
         r.events_processed = self.events;
         r.simulated_s = self.end.as_secs_f64();
         let mut table_full = 0;

@@ -44,6 +44,12 @@ pub struct PlotSpec {
     pub y_max: f64,
     /// Draw min(offered load, 1), the theoretical maximum goodput, as a reference line.
     pub ideal_line: bool,
+    /// Draw instead De Cicco et al.'s optimal-goodput bound `g_opt(r)` (eq. 2) for this
+    /// target CPU load `C_T`, with the runs' own cost ratio `β` (local-control plots).
+    pub optimal_goodput_target_cpu: Option<f64>,
+    /// Dynamic runs: also draw the RE's dynamics (CPU load, accept ratio, queueing time,
+    /// queue length), as De Cicco et al.'s Figure 9.
+    pub dynamics: bool,
 }
 
 impl Default for PlotSpec {
@@ -53,6 +59,8 @@ impl Default for PlotSpec {
             y_label: "Goodput (normalised to capacity)".into(),
             y_max: 1.1,
             ideal_line: true,
+            optimal_goodput_target_cpu: None,
+            dynamics: false,
         }
     }
 }

@@ -92,6 +92,9 @@ pub(crate) struct Ledger {
     offered_bins: Vec<u32>,
     good_bins: Vec<u32>,
     samples: Vec<[f64; 3]>,
+    /// Per bin: session INVITEs the processor took up, how many it rejected, and the sum
+    /// of their queueing delays (ns).
+    invite_bins: Vec<(u32, u32, u64)>,
     // RE.
     queue_len: u64,
     queue_since: u64,
@@ -133,6 +136,7 @@ impl Ledger {
             offered_bins: vec![0; bins * sources],
             good_bins: vec![0; bins * sources],
             samples: vec![[f64::NAN; 3]; bins],
+            invite_bins: vec![(0, 0, 0); bins],
             queue_len: 0,
             queue_since: 0,
             queue: Integral::new(bins),
@@ -262,6 +266,17 @@ impl Ledger {
     pub fn busy(&mut self, from: Time, to: Time) {
         self.busy
             .add(self.window, from.as_nanos(), to.as_nanos(), 1.0);
+    }
+
+    /// The RE's processor took up a session-starting INVITE at `started` after it waited
+    /// `waited`, to forward it or (`rejected`) answer it 503.
+    pub fn invite_served(&mut self, started: Time, waited: std::time::Duration, rejected: bool) {
+        if let Some(b) = self.bin_of(started) {
+            let bin = &mut self.invite_bins[b];
+            bin.0 += 1;
+            bin.1 += u32::from(rejected);
+            bin.2 = bin.2.saturating_add(waited.as_nanos() as u64);
+        }
     }
 
     pub fn re_arrival(&mut self, now: Time, retrans: bool) {
@@ -408,6 +423,22 @@ impl Ledger {
                     re_service_rate: self.samples[b][0],
                     re_sessions: self.samples[b][1],
                     re_control_value: self.samples[b][2],
+                    accept_ratio: {
+                        let (n, rejected, _) = self.invite_bins[b];
+                        if n == 0 {
+                            f64::NAN
+                        } else {
+                            f64::from(n - rejected) / f64::from(n)
+                        }
+                    },
+                    invite_queueing_ms: {
+                        let (n, _, waited) = self.invite_bins[b];
+                        if n == 0 {
+                            f64::NAN
+                        } else {
+                            waited as f64 / f64::from(n) / 1.0e6
+                        }
+                    },
                 })
                 .collect();
             r.timeseries = Some(TimeSeries { points });

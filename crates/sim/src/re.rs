@@ -41,9 +41,16 @@ struct Queued {
     retrans: bool,
 }
 
+/// What the processor works on: a message, or a slice of another process's load `d`.
+#[derive(Debug)]
+enum Work {
+    Message(Queued),
+    Background,
+}
+
 #[derive(Debug)]
 struct InService {
-    q: Queued,
+    work: Work,
     started: Time,
     cost: Duration,
 }
@@ -95,10 +102,22 @@ pub(crate) struct Re {
     admission: AnyLocalAdmission,
     queue: VecDeque<Queued>,
     capacity: usize,
+    /// De Cicco et al.'s INVITE queue (`re.invite_queue`); `queue` then holds the rest.
+    split: bool,
+    invite_queue: VecDeque<Queued>,
+    invite_capacity: usize,
     occupancy: QueueOccupancy,
     in_service: Option<InService>,
-    service: Duration,
+    invite_cost: Duration,
+    other_cost: Duration,
     reject_cost: Duration,
+    /// Background load `d`: one job of `background_cost` every `BACKGROUND_PERIOD`.
+    background_cost: Duration,
+    next_background: Option<Time>,
+    background_due: bool,
+    /// When the PI's drain budget next allows an INVITE (only while the processor idles
+    /// with INVITEs waiting).
+    drain_wake: Option<Time>,
     c2s: FxHashMap<ClientTxId, ServerTxId>,
     invites: InviteMemory,
     /// Sends of the current step, held until feedback can be attached.
@@ -109,8 +128,12 @@ pub(crate) struct Re {
     accepted: bool,
 }
 
-fn rate_to_duration(per_second: f64) -> Duration {
-    Duration::from_nanos((1.0e9 / per_second).round().max(1.0) as u64)
+/// The background job's period: the PI's sampling interval, fine enough that the CPU
+/// measurements see a steady `d`.
+const BACKGROUND_PERIOD: Duration = Duration::from_millis(10);
+
+fn seconds_to_duration(s: f64) -> Duration {
+    Duration::from_nanos((s * 1.0e9).round().max(0.0) as u64)
 }
 
 impl Re {
@@ -134,10 +157,20 @@ impl Re {
             admission,
             queue: VecDeque::with_capacity(re.queue_capacity as usize),
             capacity: re.queue_capacity as usize,
+            split: re.invite_queue,
+            invite_queue: VecDeque::new(),
+            invite_capacity: re.invite_queue_capacity as usize,
             occupancy: QueueOccupancy::default(),
             in_service: None,
-            service: rate_to_duration(re.service_rate_mps),
-            reject_cost: rate_to_duration(re.reject_rate_mps),
+            invite_cost: seconds_to_duration(re.invite_cost_s()),
+            other_cost: seconds_to_duration(re.other_cost_s()),
+            reject_cost: seconds_to_duration(re.reject_cost_s()),
+            background_cost: seconds_to_duration(
+                re.background_load * BACKGROUND_PERIOD.as_secs_f64(),
+            ),
+            next_background: (re.background_load > 0.0).then_some(Time::ZERO),
+            background_due: false,
+            drain_wake: None,
             c2s: FxHashMap::default(),
             invites: InviteMemory {
                 seen: FxHashSet::default(),
@@ -163,6 +196,8 @@ impl Re {
             self.txn.poll_timeout(),
             self.feedback.poll_timeout(),
             self.admission.poll_timeout(),
+            self.drain_wake,
+            self.next_background,
         ]
         .into_iter()
         .flatten()
@@ -197,60 +232,134 @@ impl Re {
             None => MessageSummary::response(source),
         };
         self.feedback.on_arrival(now, &summary);
-        let verdict = self.admission.on_arrival(now, self.queue.len(), &summary);
-        if self.queue.len() >= self.capacity {
-            cx.ledger.re_drop(now);
-            return None;
-        }
-        if summary.class == MessageClass::Invite {
-            self.occupancy.invites += 1;
+        let queue_len = if self.split {
+            self.invite_queue.len()
         } else {
-            self.occupancy.non_invites += 1;
-        }
-        self.queue.push_back(Queued {
+            self.queue.len()
+        };
+        let verdict = self.admission.on_arrival(now, queue_len, &summary);
+        let reject = verdict == AdmissionVerdict::Reject;
+        let queued = Queued {
             msg,
             from: packet.from,
             arrived: now,
             summary,
-            reject: verdict == AdmissionVerdict::Reject,
+            reject,
             retrans: packet.retrans,
-        });
-        self.feedback.on_queue(now, self.occupancy);
-        cx.ledger.queue_level(now, self.queue.len());
-        if self.in_service.is_none() {
-            self.start_next(cx)
+        };
+        if self.split && summary.class == MessageClass::Invite && !reject {
+            if self.invite_queue.len() >= self.invite_capacity {
+                cx.ledger.re_drop(now);
+                return None;
+            }
+            self.occupancy.invites += 1;
+            self.invite_queue.push_back(queued);
         } else {
-            None
+            if self.queue.len() >= self.capacity {
+                cx.ledger.re_drop(now);
+                return None;
+            }
+            // In the split structure the INVITE count is the INVITE queue's alone.
+            if summary.class == MessageClass::Invite && !self.split {
+                self.occupancy.invites += 1;
+            } else {
+                self.occupancy.non_invites += 1;
+            }
+            self.queue.push_back(queued);
         }
+        self.queue_changed(cx);
+        self.start_next(cx)
     }
 
-    fn start_next(&mut self, cx: &mut Cx<'_>) -> Option<Time> {
-        let q = self.queue.pop_front()?;
-        if q.summary.class == MessageClass::Invite {
-            self.occupancy.invites -= 1;
-        } else {
-            self.occupancy.non_invites -= 1;
-        }
+    fn waiting(&self) -> usize {
+        self.queue.len() + self.invite_queue.len()
+    }
+
+    fn queue_changed(&mut self, cx: &mut Cx<'_>) {
         self.feedback.on_queue(cx.now, self.occupancy);
-        cx.ledger.queue_level(cx.now, self.queue.len());
+        self.admission.on_queue(cx.now, self.occupancy);
+        cx.ledger.queue_level(cx.now, self.waiting());
+    }
+
+    /// Starts the next piece of work if the processor is idle: background load first,
+    /// then the FIFO (in the split structure: everything but admitted INVITEs), then the
+    /// INVITE queue, through the drain controller when the policy has one. Returns when
+    /// the started work ends.
+    fn start_next(&mut self, cx: &mut Cx<'_>) -> Option<Time> {
+        if self.in_service.is_some() {
+            return None;
+        }
+        self.drain_wake = None;
+        if self.background_due {
+            self.background_due = false;
+            return Some(self.begin(cx.now, Work::Background, self.background_cost));
+        }
+        let q = if let Some(q) = self.queue.pop_front() {
+            if q.summary.class == MessageClass::Invite && !self.split {
+                self.occupancy.invites -= 1;
+            } else {
+                self.occupancy.non_invites -= 1;
+            }
+            q
+        } else {
+            let head = self.invite_queue.front()?.summary;
+            let mut reject = false;
+            if let Some(drain) = self.admission.drain_mut() {
+                match drain.take(cx.now, &head) {
+                    Some(verdict) => reject = verdict == AdmissionVerdict::Reject,
+                    None => {
+                        self.drain_wake = drain.next_drain(cx.now);
+                        return None;
+                    }
+                }
+            }
+            let mut q = self.invite_queue.pop_front()?;
+            q.reject = reject;
+            self.occupancy.invites -= 1;
+            q
+        };
+        self.queue_changed(cx);
         let cost = if q.reject {
             self.reject_cost
+        } else if q.summary.class == MessageClass::Invite {
+            self.invite_cost
         } else {
-            self.service
+            self.other_cost
         };
+        Some(self.begin(cx.now, Work::Message(q), cost))
+    }
+
+    fn begin(&mut self, now: Time, work: Work, cost: Duration) -> Time {
         self.in_service = Some(InService {
-            q,
-            started: cx.now,
+            work,
+            started: now,
             cost,
         });
-        Some(cx.now + cost)
+        now + cost
     }
 
     /// The processor finished its message. Returns when the next service ends.
     pub fn on_service_done(&mut self, cx: &mut Cx<'_>) -> Option<Time> {
-        let InService { q, started, cost } = self.in_service.take()?;
+        let InService {
+            work,
+            started,
+            cost,
+        } = self.in_service.take()?;
         let now = cx.now;
         cx.ledger.busy(started, now);
+        let Work::Message(q) = work else {
+            // Other processes' load: the CPU measurements see it, the SIP logic does not.
+            self.admission.on_processed(
+                now,
+                &Completion {
+                    message: MessageSummary::other_request(None),
+                    service_time: cost,
+                    queueing_delay: Duration::ZERO,
+                    session_accepted: false,
+                },
+            );
+            return self.start_next(cx);
+        };
         self.cur_retrans = q.retrans;
         self.cur_reject = q.reject;
         self.accepted = false;
@@ -262,27 +371,37 @@ impl Re {
                 && received == Received::NewTransaction,
             ..q.summary
         };
-        self.feedback.on_processed(
-            now,
-            &Completion {
-                message,
-                service_time: cost,
-                queueing_delay: started - q.arrived,
-                session_accepted: self.accepted,
-            },
-        );
+        let completion = Completion {
+            message,
+            service_time: cost,
+            queueing_delay: started - q.arrived,
+            session_accepted: self.accepted,
+        };
+        self.feedback.on_processed(now, &completion);
+        self.admission.on_processed(now, &completion);
+        if message.is_session_start() {
+            cx.ledger
+                .invite_served(started, completion.queueing_delay, q.reject);
+        }
         self.cur_retrans = false;
         self.cur_reject = false;
         self.flush(cx);
         self.start_next(cx)
     }
 
-    pub fn on_timeout(&mut self, cx: &mut Cx<'_>) {
+    /// Timers: the transaction layer's, the controllers', the drain budget and the
+    /// background load. Returns when a service this started ends.
+    pub fn on_timeout(&mut self, cx: &mut Cx<'_>) -> Option<Time> {
         self.txn.handle_timeout(cx.now);
         self.feedback.handle_timeout(cx.now);
         self.admission.handle_timeout(cx.now);
+        if let Some(at) = self.next_background.filter(|&at| at <= cx.now) {
+            self.background_due = true;
+            self.next_background = Some(at + BACKGROUND_PERIOD);
+        }
         self.drain(cx);
         self.flush(cx);
+        self.start_next(cx)
     }
 
     /// Sends what the step produced, with feedback on everything bound for an SE.

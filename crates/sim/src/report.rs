@@ -11,8 +11,12 @@ use std::collections::BTreeMap;
 
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct RunReport {
-    /// `service_rate_mps / messages per call`.
+    /// Calls per second the RE can serve: 1 / the processor time of one call
+    /// (`service_rate_mps / messages per call` with uniform costs).
     pub capacity_cps: f64,
+    /// The RE's cost of a forwarded call over that of a rejected one
+    /// ([`crate::Scenario::effective_beta`]), the `β` of the optimal-goodput bound.
+    pub beta: f64,
     /// `offered_cps / capacity_cps`.
     pub offered_load: f64,
     /// New calls (first INVITE sent by a caller) per second of the measurement window.
@@ -127,4 +131,10 @@ pub struct SeriesPoint {
     pub re_service_rate: f64,
     pub re_sessions: f64,
     pub re_control_value: f64,
+    /// Of the session-starting INVITEs the RE's processor took up in this second, the
+    /// share it forwarded rather than answered 503 (NaN if none): De Cicco et al.'s
+    /// accept ratio `1 − α` for rejections at the processor.
+    pub accept_ratio: f64,
+    /// Mean time those INVITEs waited in the RE's queue, milliseconds (NaN if none).
+    pub invite_queueing_ms: f64,
 }

@@ -110,6 +110,26 @@ pub struct ReConfig {
     pub service_rate_mps: f64,
     /// New INVITEs answered with a 503 per second (paper: 3000).
     pub reject_rate_mps: f64,
+    /// De Cicco et al.'s cost model (§IV-A, eq. 1): processor time to forward an INVITE,
+    /// milliseconds. Unset: `1 / service_rate_mps`, like every other message.
+    pub invite_cost_ms: Option<f64>,
+    /// Processor time for any other message (responses, ACK, BYE), milliseconds. Unset:
+    /// `1 / service_rate_mps`. De Cicco et al. count only INVITEs (0 here).
+    pub other_cost_ms: Option<f64>,
+    /// `β > 1`, the cost of forwarding an INVITE over the cost of rejecting it: a 503
+    /// costs `invite cost / β`. Unset: `1 / reject_rate_mps` (Shen et al.).
+    pub beta: Option<f64>,
+    /// The processing structure of De Cicco et al. §V: admitted INVITEs wait in their own
+    /// drop-tail FIFO of `invite_queue_capacity`, and every other message, and INVITEs
+    /// rejected on arrival, are served ahead of it (Kamailio handles them synchronously).
+    /// `pi` drains that queue at its rate `u(t)`; other policies drain it whenever the
+    /// processor is free. `false`: one FIFO for everything (Shen et al. §4.2).
+    pub invite_queue: bool,
+    /// `q_M`, INVITEs the INVITE queue holds (paper: 800; Ohta's setting: 1000).
+    pub invite_queue_capacity: u32,
+    /// `d`, the share of the processor other processes take (eq. 1), in `[0, 1)`: a job
+    /// of `d × 10 ms` every 10 ms, served ahead of the INVITE queue.
+    pub background_load: f64,
 }
 
 impl Default for ReConfig {
@@ -118,7 +138,33 @@ impl Default for ReConfig {
             queue_capacity: 500,
             service_rate_mps: 500.0,
             reject_rate_mps: 3000.0,
+            invite_cost_ms: None,
+            other_cost_ms: None,
+            beta: None,
+            invite_queue: false,
+            invite_queue_capacity: 800,
+            background_load: 0.0,
         }
+    }
+}
+
+impl ReConfig {
+    /// Processor time to forward an INVITE, seconds.
+    pub fn invite_cost_s(&self) -> f64 {
+        self.invite_cost_ms
+            .map_or(1.0 / self.service_rate_mps, |ms| ms / 1000.0)
+    }
+
+    /// Processor time for any message but an INVITE, seconds.
+    pub fn other_cost_s(&self) -> f64 {
+        self.other_cost_ms
+            .map_or(1.0 / self.service_rate_mps, |ms| ms / 1000.0)
+    }
+
+    /// Processor time to answer an INVITE with a 503, seconds.
+    pub fn reject_cost_s(&self) -> f64 {
+        self.beta
+            .map_or(1.0 / self.reject_rate_mps, |b| self.invite_cost_s() / b)
     }
 }
 
@@ -213,8 +259,22 @@ fn probability(name: &str, v: f64) -> Result<(), String> {
 impl Scenario {
     /// Nominal capacity in calls per second: the service rate over the messages the RE
     /// processes per call (500 / 7 ≈ 71.4; the paper rounds it to 72).
+    /// With De Cicco et al.'s costs, the INVITE's cost plus the other messages' costs.
     pub fn capacity_cps(&self) -> f64 {
-        self.re.service_rate_mps / f64::from(self.call.messages_per_call())
+        1.0 / self.call_cost_s()
+    }
+
+    /// Processor seconds one successful call takes at the RE.
+    fn call_cost_s(&self) -> f64 {
+        self.re.invite_cost_s()
+            + f64::from(self.call.messages_per_call() - 1) * self.re.other_cost_s()
+    }
+
+    /// The ratio of the RE's processing cost of a forwarded call to that of a call it
+    /// rejects (the 503 and the ACK for it): De Cicco et al.'s `β` measured over whole
+    /// calls, the `β` of the optimal-goodput bound `g_opt(r)` (their eq. 2).
+    pub fn effective_beta(&self) -> f64 {
+        self.call_cost_s() / (self.re.reject_cost_s() + self.re.other_cost_s())
     }
 
     /// The run's end: the measurement window plus the setup deadline as grace.
@@ -314,6 +374,45 @@ impl Scenario {
         positive("re.reject_rate_mps", self.re.reject_rate_mps)?;
         if 1.0e9 / self.re.service_rate_mps < 1.0 || 1.0e9 / self.re.reject_rate_mps < 1.0 {
             return Err("re service and reject rates must be below 1e9 per second".to_owned());
+        }
+        if let Some(ms) = self.re.invite_cost_ms {
+            positive("re.invite_cost_ms", ms)?;
+        }
+        if let Some(ms) = self.re.other_cost_ms {
+            finite_at_least("re.other_cost_ms", ms, 0.0)?;
+        }
+        for (name, ms) in [
+            ("re.invite_cost_ms", self.re.invite_cost_ms),
+            ("re.other_cost_ms", self.re.other_cost_ms),
+        ] {
+            if ms.is_some_and(|ms| ms > 1.0e6) {
+                return Err(format!("{name} must be at most 1e6 ms"));
+            }
+        }
+        if let Some(b) = self.re.beta {
+            if !(b.is_finite() && b > 1.0 && b <= 1.0e6) {
+                return Err(format!("re.beta must be a number in (1, 1e6], got {b}"));
+            }
+        }
+        if self.re.invite_queue
+            && (self.re.invite_queue_capacity == 0 || self.re.invite_queue_capacity > MAX_QUEUE)
+        {
+            return Err(format!(
+                "re.invite_queue_capacity must be between 1 and {MAX_QUEUE}, got {}",
+                self.re.invite_queue_capacity
+            ));
+        }
+        if !(self.re.background_load.is_finite() && (0.0..1.0).contains(&self.re.background_load)) {
+            return Err(format!(
+                "re.background_load must be in [0, 1), got {}",
+                self.re.background_load
+            ));
+        }
+        if self.control.algorithm == Algorithm::Pi && !self.re.invite_queue {
+            return Err(
+                "control.algorithm = \"pi\" drains an INVITE queue: set re.invite_queue = true"
+                    .to_owned(),
+            );
         }
         positive("call.holding_time_s", self.call.holding_time_s)?;
         positive("call.setup_deadline_s", self.call.setup_deadline_s)?;
