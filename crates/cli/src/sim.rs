@@ -16,6 +16,10 @@ use crate::plot::{self, Axes, Series};
 /// The experiments shipped with sluice, embedded so `sluice sim NAME` needs no files.
 pub const BUILTIN: &[(&str, &str)] = &[
     (
+        "decicco-fig09",
+        include_str!("../../../experiments/decicco-fig09.toml"),
+    ),
+    (
         "decicco-fig11-12",
         include_str!("../../../experiments/decicco-fig11-12.toml"),
     ),
@@ -455,10 +459,69 @@ fn draw(out: &Path, e: &Experiment, reports: &[RunReport]) -> Result<(), String>
                 };
                 let name = format!("{}-{}-seed{}.svg", e.name, file_stem(&p.variant), p.seed);
                 plot::line_chart(&out.join(name), &axes, &series, None)?;
+                if e.plot.dynamics {
+                    draw_dynamics(out, e, p, ts, figure)?;
+                }
             }
             Ok(())
         }
     }
+}
+
+/// The RE's dynamics of one run, as De Cicco et al.'s Figure 9: CPU load, accept ratio and
+/// queue length (normalised to the INVITE queue's capacity) on one chart, the INVITEs'
+/// queueing time on another. Seconds without INVITEs leave gaps rather than zeros.
+fn draw_dynamics(
+    out: &Path,
+    e: &Experiment,
+    p: &RunPoint,
+    ts: &sluice_sim::TimeSeries,
+    figure: &str,
+) -> Result<(), String> {
+    let q_max = f64::from(p.scenario.re.invite_queue_capacity.max(1));
+    let series_of = |label: &str, f: &dyn Fn(&sluice_sim::SeriesPoint) -> f64| Series {
+        label: label.into(),
+        points: ts
+            .points
+            .iter()
+            .map(|pt| (pt.t_s, f(pt)))
+            .filter(|(_, y)| y.is_finite())
+            .collect(),
+    };
+    let fractions = vec![
+        series_of("CPU load", &|pt| pt.occupancy),
+        series_of("accept ratio", &|pt| pt.accept_ratio),
+        series_of("queue length / q_M", &|pt| pt.queue_len / q_max),
+    ];
+    let t = format!("{figure}: {} (1 s bins)", p.variant);
+    let axes = Axes {
+        title: &t,
+        x_label: "Time (s)",
+        y_label: "Fraction",
+        y_max: 1.1,
+    };
+    let stem = format!("{}-{}-seed{}", e.name, file_stem(&p.variant), p.seed);
+    plot::line_chart(
+        &out.join(format!("{stem}-dynamics.svg")),
+        &axes,
+        &fractions,
+        None,
+    )?;
+    let queueing = vec![series_of("INVITE queueing time (ms)", &|pt| {
+        pt.invite_queueing_ms
+    })];
+    let axes = Axes {
+        title: &t,
+        x_label: "Time (s)",
+        y_label: "Queueing time (ms)",
+        y_max: 0.0,
+    };
+    plot::line_chart(
+        &out.join(format!("{stem}-queueing.svg")),
+        &axes,
+        &queueing,
+        None,
+    )
 }
 
 /// De Cicco et al.'s `g_opt(r)` (eq. 2) over `[0, x_max]` for the runs' cost ratio `β`

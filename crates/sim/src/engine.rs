@@ -24,7 +24,7 @@ use crate::net::{Links, NodeId, Packet, Role, Send, Topology};
 use crate::node::{txn_config, Cx};
 use crate::re::Re;
 use crate::report::RunReport;
-use crate::scenario::Scenario;
+use crate::scenario::{ArrivalProcess, Scenario};
 use crate::se::Se;
 use crate::ua::{Callee, Caller};
 
@@ -131,6 +131,8 @@ struct Source {
     /// `(from, calls per second)`, ascending; the rate holds until the next step.
     steps: Vec<(Time, f64)>,
     mean_hold_s: f64,
+    /// Evenly spaced arrivals (SIPp's `-r`) instead of Poisson.
+    constant: bool,
 }
 
 impl Source {
@@ -142,7 +144,11 @@ impl Source {
             let rate = if k == 0 { 0.0 } else { self.steps[k - 1].1 };
             let boundary = self.steps.get(k).map_or(end, |&(at, _)| at.min(end));
             if rate > 0.0 {
-                let gap: f64 = Exp1.sample(&mut self.rng);
+                let gap: f64 = if self.constant {
+                    1.0
+                } else {
+                    Exp1.sample(&mut self.rng)
+                };
                 let at = t + secs(gap / rate);
                 if at < boundary {
                     return Some(at);
@@ -265,6 +271,7 @@ impl Engine {
                     rng: stream(sc.seed, (3 << 40) + i as u64),
                     steps,
                     mean_hold_s: sc.call.holding_time_s,
+                    constant: sc.call.arrivals == ArrivalProcess::Constant,
                 }
             })
             .collect();
@@ -275,6 +282,7 @@ impl Engine {
             secs(sc.call.setup_deadline_s).as_nanos() as u64,
             sc.call.callee_sends_trying,
             sc.timeseries,
+            sc.control_trace,
         );
         Ok(Self {
             now: Time::ZERO,

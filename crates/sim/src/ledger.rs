@@ -11,7 +11,7 @@ use sluice_time::Time;
 use std::collections::BTreeMap;
 
 use crate::fx::FxHashMap;
-use crate::report::{RunReport, SeriesPoint, SourceReport, TimeSeries};
+use crate::report::{ControlTrace, RunReport, SeriesPoint, SourceReport, TimeSeries};
 use crate::wire;
 
 pub(crate) mod flag {
@@ -41,15 +41,23 @@ pub(crate) struct CallRec {
 struct Integral {
     window_sum: f64,
     bins: Vec<f64>,
+    bin_ns: u64,
 }
 
 const NS: u64 = 1_000_000_000;
+/// Bin of the control trace: the PI's sampling interval (De Cicco et al. §V).
+const TRACE_BIN_NS: u64 = 10_000_000;
 
 impl Integral {
     fn new(bins: usize) -> Self {
+        Self::with_bin(bins, NS)
+    }
+
+    fn with_bin(bins: usize, bin_ns: u64) -> Self {
         Self {
             window_sum: 0.0,
             bins: vec![0.0; bins],
+            bin_ns,
         }
     }
 
@@ -68,11 +76,11 @@ impl Integral {
         }
         let mut t = t0;
         while t < t1 {
-            let bin = (t / NS) as usize;
+            let bin = (t / self.bin_ns) as usize;
             if bin >= self.bins.len() {
                 break;
             }
-            let end = ((bin as u64 + 1) * NS).min(t1);
+            let end = ((bin as u64 + 1) * self.bin_ns).min(t1);
             self.bins[bin] += level * (end - t) as f64;
             t = end;
         }
@@ -100,6 +108,9 @@ pub(crate) struct Ledger {
     queue_since: u64,
     queue: Integral,
     busy: Integral,
+    /// The control trace: 10 ms bins of processor busy time and INVITE arrivals.
+    trace_busy: Integral,
+    trace_invites: Vec<u32>,
     pub re_queue_max: u64,
     pub re_dropped: u64,
     pub re_arrivals: u64,
@@ -119,7 +130,13 @@ impl Ledger {
         deadline_ns: u64,
         needs_trying: bool,
         series: bool,
+        trace: bool,
     ) -> Self {
+        let trace_bins = if trace {
+            duration.as_nanos().div_ceil(TRACE_BIN_NS) as usize
+        } else {
+            0
+        };
         let bins = if series {
             duration.as_nanos().div_ceil(NS) as usize
         } else {
@@ -141,6 +158,8 @@ impl Ledger {
             queue_since: 0,
             queue: Integral::new(bins),
             busy: Integral::new(bins),
+            trace_busy: Integral::with_bin(trace_bins, TRACE_BIN_NS),
+            trace_invites: vec![0; trace_bins],
             re_queue_max: 0,
             re_dropped: 0,
             re_arrivals: 0,
@@ -266,6 +285,18 @@ impl Ledger {
     pub fn busy(&mut self, from: Time, to: Time) {
         self.busy
             .add(self.window, from.as_nanos(), to.as_nanos(), 1.0);
+        if !self.trace_invites.is_empty() {
+            self.trace_busy
+                .add(self.window, from.as_nanos(), to.as_nanos(), 1.0);
+        }
+    }
+
+    /// An INVITE (new or retransmitted) reached the RE.
+    pub fn re_invite_arrival(&mut self, now: Time) {
+        let b = (now.as_nanos() / TRACE_BIN_NS) as usize;
+        if let Some(n) = self.trace_invites.get_mut(b) {
+            *n += 1;
+        }
     }
 
     /// The RE's processor took up a session-starting INVITE at `started` after it waited
@@ -442,6 +473,23 @@ impl Ledger {
                 })
                 .collect();
             r.timeseries = Some(TimeSeries { points });
+        }
+        if !self.trace_invites.is_empty() {
+            let bin_s = TRACE_BIN_NS as f64 / NS as f64;
+            r.control_trace = Some(ControlTrace {
+                bin_s,
+                cpu: self
+                    .trace_busy
+                    .bins
+                    .iter()
+                    .map(|&b| b / TRACE_BIN_NS as f64)
+                    .collect(),
+                invite_rate_cps: self
+                    .trace_invites
+                    .iter()
+                    .map(|&n| f64::from(n) / bin_s)
+                    .collect(),
+            });
         }
     }
 }

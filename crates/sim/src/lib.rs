@@ -54,8 +54,10 @@ mod se;
 mod ua;
 mod wire;
 
-pub use report::{Refusals, RunReport, SeriesPoint, SourceReport, TimeSeries};
-pub use scenario::{CallConfig, LinkConfig, LoadStep, ReConfig, Scenario, SipTimers, SourceConfig};
+pub use report::{ControlTrace, Refusals, RunReport, SeriesPoint, SourceReport, TimeSeries};
+pub use scenario::{
+    ArrivalProcess, CallConfig, LinkConfig, LoadStep, ReConfig, Scenario, SipTimers, SourceConfig,
+};
 
 /// Runs one scenario to completion. Deterministic: the same scenario (seed included)
 /// gives a byte-identical `serde_json` serialisation of the report.

@@ -221,6 +221,7 @@ impl Re {
         }
         let summary = match msg.method() {
             Some(Method::Invite) => {
+                cx.ledger.re_invite_arrival(now);
                 let key = hash_bytes(msg.top_via_branch().unwrap_or_default());
                 MessageSummary {
                     class: MessageClass::Invite,

@@ -72,6 +72,9 @@ pub struct RunReport {
     /// Counters the bounded structures kept (all should be 0 in a sane run).
     pub refusals: Refusals,
     pub timeseries: Option<TimeSeries>,
+    /// With `control_trace`: the signals of De Cicco et al.'s cost `J` (eqs. 15–17).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub control_trace: Option<ControlTrace>,
     /// Set only when the scenario was invalid and nothing ran.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
@@ -137,4 +140,14 @@ pub struct SeriesPoint {
     pub accept_ratio: f64,
     /// Mean time those INVITEs waited in the RE's queue, milliseconds (NaN if none).
     pub invite_queueing_ms: f64,
+}
+
+/// 10 ms bins over `[0, duration_s)` of the RE's processor busy fraction and of the rate of
+/// INVITEs (new and retransmitted) reaching it: the raw `C(t)` and `ρ_M r(t)` behind
+/// De Cicco et al.'s filtered `C̃` and `r̃`.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct ControlTrace {
+    pub bin_s: f64,
+    pub cpu: Vec<f64>,
+    pub invite_rate_cps: Vec<f64>,
 }

@@ -42,6 +42,8 @@ pub struct Scenario {
     pub sip: SipTimers,
     /// Fill [`crate::RunReport::timeseries`] with 1 s bins.
     pub timeseries: bool,
+    /// Fill [`crate::RunReport::control_trace`] with 10 ms bins (for `sluice tune`).
+    pub control_trace: bool,
 }
 
 impl Default for Scenario {
@@ -64,6 +66,7 @@ impl Default for Scenario {
             link: LinkConfig::default(),
             sip: SipTimers::default(),
             timeseries: false,
+            control_trace: false,
         }
     }
 }
@@ -179,6 +182,18 @@ pub struct CallConfig {
     /// The callee answers an INVITE with 100 Trying before 180 and 200 (the paper's
     /// seven messages per call at the RE); `false` leaves six.
     pub callee_sends_trying: bool,
+    /// How calls arrive: `poisson` (the paper's callers) or `constant`, evenly spaced
+    /// at the offered rate like SIPp's `-r` (De Cicco et al.'s testbed).
+    pub arrivals: ArrivalProcess,
+}
+
+/// The callers' arrival process.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ArrivalProcess {
+    #[default]
+    Poisson,
+    Constant,
 }
 
 impl Default for CallConfig {
@@ -187,6 +202,7 @@ impl Default for CallConfig {
             holding_time_s: 30.0,
             setup_deadline_s: 10.0,
             callee_sends_trying: true,
+            arrivals: ArrivalProcess::Poisson,
         }
     }
 }
