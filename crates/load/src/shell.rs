@@ -1,0 +1,278 @@
+//! The tokio shell: one UDP socket with large kernel buffers, a single-threaded runtime, a
+//! monotonic clock mapped to `Time`. It drains the socket in batches with `try_recv_from`,
+//! lets the core start every call due by `now` (tokio timers have 1 ms granularity, so calls
+//! are generated in batches) and sends what the core queued.
+
+use std::io;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use serde::Serialize;
+use sluice_time::Time;
+use sluice_txn::Origin;
+use socket2::{Domain, Protocol, Socket, Type};
+use tokio::net::UdpSocket;
+
+use crate::stats::SecondRow;
+use crate::uac::{Uac, UacConfig, UacSummary};
+use crate::uas::{Uas, UasConfig, UasCounts};
+use crate::Out;
+
+/// Kernel socket buffer size asked for (the kernel may cap it at `net.core.[rw]mem_max`).
+pub const SOCKET_BUFFER: usize = 8 << 20;
+/// Datagrams read per wake-up before the core's timers get a turn.
+const RECV_BATCH: usize = 256;
+
+/// Binds a non-blocking UDP socket with large send and receive buffers.
+pub fn bind_udp(addr: SocketAddr) -> io::Result<std::net::UdpSocket> {
+    let socket = Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP))?;
+    // Best effort: a smaller buffer only means drops at lower rates, which are counted.
+    let _ = socket.set_recv_buffer_size(SOCKET_BUFFER);
+    let _ = socket.set_send_buffer_size(SOCKET_BUFFER);
+    socket.bind(&addr.into())?;
+    socket.set_nonblocking(true)?;
+    Ok(socket.into())
+}
+
+/// What a driver needs from a core.
+trait Core {
+    fn handle_datagram(&mut self, now: Time, payload: Bytes, from: SocketAddr);
+    fn handle_timeout(&mut self, now: Time);
+    fn handle_transport_error(&mut self, now: Time, origin: Option<Origin>);
+    fn poll_transmit(&mut self) -> Option<Out>;
+    fn poll_timeout(&mut self) -> Option<Time>;
+    fn finished(&self) -> bool;
+}
+
+impl Core for Uac {
+    fn handle_datagram(&mut self, now: Time, payload: Bytes, from: SocketAddr) {
+        Uac::handle_datagram(self, now, payload, from);
+    }
+    fn handle_timeout(&mut self, now: Time) {
+        Uac::handle_timeout(self, now);
+    }
+    fn handle_transport_error(&mut self, now: Time, origin: Option<Origin>) {
+        Uac::handle_transport_error(self, now, origin);
+    }
+    fn poll_transmit(&mut self) -> Option<Out> {
+        Uac::poll_transmit(self)
+    }
+    fn poll_timeout(&mut self) -> Option<Time> {
+        Uac::poll_timeout(self)
+    }
+    fn finished(&self) -> bool {
+        self.is_done()
+    }
+}
+
+impl Core for Uas {
+    fn handle_datagram(&mut self, now: Time, payload: Bytes, from: SocketAddr) {
+        Uas::handle_datagram(self, now, payload, from);
+    }
+    fn handle_timeout(&mut self, now: Time) {
+        Uas::handle_timeout(self, now);
+    }
+    fn handle_transport_error(&mut self, now: Time, origin: Option<Origin>) {
+        Uas::handle_transport_error(self, now, origin);
+    }
+    fn poll_transmit(&mut self) -> Option<Out> {
+        Uas::poll_transmit(self)
+    }
+    fn poll_timeout(&mut self) -> Option<Time> {
+        Uas::poll_timeout(self)
+    }
+    fn finished(&self) -> bool {
+        false
+    }
+}
+
+/// Monotonic clock → `Time` since the driver started.
+#[derive(Clone, Copy, Debug)]
+struct Clock(Instant);
+
+impl Clock {
+    fn now(self) -> Time {
+        Time::from_nanos(u64::try_from(self.0.elapsed().as_nanos()).unwrap_or(u64::MAX))
+    }
+}
+
+/// When a driver stops besides its core finishing.
+#[derive(Clone, Debug, Default)]
+pub struct Stop {
+    /// After this long.
+    pub after: Option<Duration>,
+    /// When this flag is set (checked at least every 50 ms).
+    pub flag: Option<Arc<AtomicBool>>,
+}
+
+/// A run's result with the resources it took.
+#[derive(Clone, Debug, Serialize)]
+pub struct Run<S> {
+    pub summary: S,
+    pub wall_s: f64,
+    /// CPU time of the driving thread (user + system), where `/proc` tells it.
+    pub cpu_s: Option<f64>,
+    /// Send or receive calls the socket failed (other than "would block").
+    pub socket_errors: u64,
+}
+
+#[derive(Default)]
+struct Io {
+    socket_errors: u64,
+}
+
+async fn flush<C: Core>(socket: &UdpSocket, core: &mut C, clock: Clock, io: &mut Io) {
+    while let Some(o) = core.poll_transmit() {
+        loop {
+            match socket.try_send_to(&o.payload, o.to) {
+                Ok(_) => break,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    if socket.writable().await.is_err() {
+                        io.socket_errors += 1;
+                        break;
+                    }
+                }
+                Err(_) => {
+                    io.socket_errors += 1;
+                    core.handle_transport_error(clock.now(), o.origin);
+                    break;
+                }
+            }
+        }
+    }
+}
+
+async fn drive<C: Core>(
+    socket: &UdpSocket,
+    core: &mut C,
+    clock: Clock,
+    stop: &Stop,
+    mut after_step: impl FnMut(&mut C),
+) -> Io {
+    let mut io = Io::default();
+    let mut buf = vec![0u8; 65_536];
+    let stop_at = stop.after.map(|d| Time::ZERO + d);
+    loop {
+        let now = clock.now();
+        core.handle_timeout(now);
+        flush(socket, core, clock, &mut io).await;
+        after_step(core);
+        let stopped = stop
+            .flag
+            .as_ref()
+            .is_some_and(|f| f.load(Ordering::Relaxed));
+        if core.finished() || stopped || stop_at.is_some_and(|t| now >= t) {
+            break;
+        }
+        let mut deadline = core
+            .poll_timeout()
+            .unwrap_or(now + Duration::from_millis(100));
+        if stop.flag.is_some() {
+            deadline = deadline.min(now + Duration::from_millis(50));
+        }
+        if let Some(t) = stop_at {
+            deadline = deadline.min(t);
+        }
+        let wait = deadline.saturating_since(clock.now());
+        if !wait.is_zero() {
+            tokio::select! {
+                r = socket.readable() => if r.is_err() { io.socket_errors += 1; },
+                () = tokio::time::sleep(wait) => {}
+            }
+        }
+        for _ in 0..RECV_BATCH {
+            match socket.try_recv_from(&mut buf) {
+                Ok((n, from)) => {
+                    core.handle_datagram(clock.now(), Bytes::copy_from_slice(&buf[..n]), from);
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(_) => {
+                    // e.g. an ICMP error reported on the socket; nothing to read this time.
+                    io.socket_errors += 1;
+                    break;
+                }
+            }
+        }
+        flush(socket, core, clock, &mut io).await;
+    }
+    io
+}
+
+fn runtime() -> io::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+}
+
+/// CPU seconds (user + system) the calling thread has used, from `/proc/thread-self/stat`.
+pub fn thread_cpu_seconds() -> Option<f64> {
+    let stat = std::fs::read_to_string("/proc/thread-self/stat").ok()?;
+    // Fields after the parenthesised command name; utime and stime are fields 14 and 15.
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let mut f = rest.split(' ');
+    let utime: u64 = f.nth(11)?.parse().ok()?;
+    let stime: u64 = f.next()?.parse().ok()?;
+    // The kernel reports in USER_HZ ticks, 100 on Linux.
+    Some((utime + stime) as f64 / 100.0)
+}
+
+/// Runs a UAC on `socket` in a new single-threaded runtime on the calling thread until its
+/// calls are done (or `stop`), handing each per-second row to `on_row`. The core's `local`
+/// address is taken from the socket.
+pub fn run_uac(
+    socket: std::net::UdpSocket,
+    mut cfg: UacConfig,
+    stop: &Stop,
+    mut on_row: impl FnMut(&SecondRow),
+) -> io::Result<Run<UacSummary>> {
+    cfg.local = socket.local_addr()?;
+    let rt = runtime()?;
+    let cpu0 = thread_cpu_seconds();
+    let started = Instant::now();
+    let (summary, io) = rt.block_on(async {
+        let socket = UdpSocket::from_std(socket)?;
+        let clock = Clock(Instant::now());
+        let mut uac = Uac::new(cfg, Time::ZERO);
+        let io = drive(&socket, &mut uac, clock, stop, |u| {
+            while let Some(row) = u.poll_row() {
+                on_row(&row);
+            }
+        })
+        .await;
+        Ok::<_, io::Error>((uac.summary(), io))
+    })?;
+    Ok(Run {
+        summary,
+        wall_s: started.elapsed().as_secs_f64(),
+        cpu_s: thread_cpu_seconds().zip(cpu0).map(|(b, a)| b - a),
+        socket_errors: io.socket_errors,
+    })
+}
+
+/// Runs a UAS on `socket` until `stop`.
+pub fn run_uas(
+    socket: std::net::UdpSocket,
+    mut cfg: UasConfig,
+    stop: &Stop,
+) -> io::Result<Run<UasCounts>> {
+    cfg.local = socket.local_addr()?;
+    let rt = runtime()?;
+    let cpu0 = thread_cpu_seconds();
+    let started = Instant::now();
+    let (summary, io) = rt.block_on(async {
+        let socket = UdpSocket::from_std(socket)?;
+        let clock = Clock(Instant::now());
+        let mut uas = Uas::new(cfg);
+        let io = drive(&socket, &mut uas, clock, stop, |_| {}).await;
+        Ok::<_, io::Error>((uas.counts(), io))
+    })?;
+    Ok(Run {
+        summary,
+        wall_s: started.elapsed().as_secs_f64(),
+        cpu_s: thread_cpu_seconds().zip(cpu0).map(|(b, a)| b - a),
+        socket_errors: io.socket_errors,
+    })
+}
