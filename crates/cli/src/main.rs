@@ -5,7 +5,9 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 mod bench;
+mod load;
 mod plot;
+mod proxy;
 mod sim;
 mod sip;
 
@@ -27,6 +29,13 @@ enum Command {
         #[command(subcommand)]
         command: bench::BenchCommand,
     },
+    /// Run the SIP proxy (RFC 3261 transaction-stateful, UDP) with overload admission.
+    Proxy(proxy::ProxyArgs),
+    /// Load generator: `load uac` places calls, `load uas` answers them (UDP, loopback only).
+    Load {
+        #[command(subcommand)]
+        command: load::LoadCommand,
+    },
     /// Run an experiment in the deterministic simulator (a TOML file or a built-in name).
     Sim(sim::SimArgs),
     /// Work with SIP messages (parse and inspect).
@@ -40,6 +49,8 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Bench { command } => bench::run(&command),
+        Command::Proxy(args) => proxy::run(&args),
+        Command::Load { command } => load::run(&command),
         Command::Sim(args) => sim::run(&args),
         Command::Sip { command } => sip::run(command),
     };

@@ -1,0 +1,144 @@
+//! `sluice proxy`: run the SIP proxy (see the `sluice-proxy` crate docs for the flag set).
+
+use std::net::SocketAddr;
+
+use clap::Args;
+use sluice_proxy::{Proxy, ProxyConfig};
+
+#[derive(Args, Debug)]
+pub struct ProxyArgs {
+    /// TOML config file (every field optional; flags below override it).
+    #[arg(long)]
+    config: Option<String>,
+    /// UDP address to listen on (port 0: any free port).
+    #[arg(long)]
+    listen: Option<SocketAddr>,
+    /// Default next hop for requests.
+    #[arg(long)]
+    next_hop: Option<SocketAddr>,
+    /// host[:port] written into Via and Record-Route (default: the bound address).
+    #[arg(long)]
+    advertise: Option<String>,
+    /// Processor FIFO capacity, messages.
+    #[arg(long)]
+    queue: Option<usize>,
+    /// Emulated processor time per forwarded message, microseconds.
+    #[arg(long)]
+    cost_forward_us: Option<u64>,
+    /// Emulated processor time per rejected message, microseconds.
+    #[arg(long)]
+    cost_reject_us: Option<u64>,
+    /// Admission policy: none, threshold, ohta, occ, red, latency-bucket.
+    #[arg(long)]
+    admission: Option<String>,
+    /// Retry-After seconds on rejections (0: none).
+    #[arg(long)]
+    retry_after: Option<u32>,
+    /// Transaction table limit.
+    #[arg(long)]
+    max_transactions: Option<usize>,
+    /// Admin HTTP address for /metrics and /status.
+    #[arg(long)]
+    admin: Option<SocketAddr>,
+    /// Seconds a graceful shutdown waits for running transactions.
+    #[arg(long)]
+    grace: Option<f64>,
+    /// Stop after this many seconds.
+    #[arg(long)]
+    duration: Option<f64>,
+    /// Print the effective config as TOML and exit.
+    #[arg(long)]
+    print_config: bool,
+}
+
+fn effective_config(args: &ProxyArgs) -> Result<ProxyConfig, String> {
+    let mut c = match &args.config {
+        Some(path) => ProxyConfig::from_file(path).map_err(|e| e.to_string())?,
+        None => ProxyConfig::default(),
+    };
+    if let Some(v) = args.listen {
+        c.listen = v;
+    }
+    if let Some(v) = args.next_hop {
+        c.next_hop = Some(v);
+    }
+    if let Some(v) = &args.advertise {
+        c.advertise = Some(v.clone());
+    }
+    if let Some(v) = args.queue {
+        c.queue_capacity = v;
+    }
+    if let Some(v) = args.cost_forward_us {
+        c.cost_forward_us = v;
+    }
+    if let Some(v) = args.cost_reject_us {
+        c.cost_reject_us = v;
+    }
+    if let Some(v) = &args.admission {
+        c.admission.policy = v.parse().map_err(|e| format!("--admission: {e}"))?;
+    }
+    if let Some(v) = args.retry_after {
+        c.admission.retry_after_s = v;
+    }
+    if let Some(v) = args.max_transactions {
+        c.max_transactions = v;
+    }
+    if let Some(v) = args.admin {
+        c.admin = Some(v);
+    }
+    if let Some(v) = args.grace {
+        c.shutdown_grace_s = v;
+    }
+    if let Some(v) = args.duration {
+        c.duration_s = Some(v);
+    }
+    c.validate().map_err(|e| e.to_string())?;
+    Ok(c)
+}
+
+pub fn run(args: &ProxyArgs) -> Result<(), String> {
+    let config = effective_config(args)?;
+    if args.print_config {
+        print!("{}", config.to_toml());
+        return Ok(());
+    }
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start the runtime: {e}"))?;
+    let report = runtime.block_on(async move {
+        let listen = config.listen;
+        let proxy = Proxy::bind(config)
+            .await
+            .map_err(|e| format!("cannot start the proxy on {listen}: {e}"))?;
+        eprintln!("sluice proxy: listening on udp {}", proxy.local_addr());
+        if let Some(a) = proxy.admin_addr() {
+            eprintln!("sluice proxy: admin on http {a}");
+        }
+        let stop = proxy.shutdown_handle();
+        tokio::spawn(async move {
+            wait_for_signal().await;
+            eprintln!("sluice proxy: shutting down (new INVITEs get 503)");
+            stop.shutdown();
+        });
+        proxy.run().await.map_err(|e| format!("proxy failed: {e}"))
+    })?;
+    println!("{:#}", report.to_json());
+    Ok(())
+}
+
+async fn wait_for_signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    let (Ok(mut int), Ok(mut term)) = (
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::terminate()),
+    ) else {
+        // Without signal handlers the proxy still stops by --duration or the default action.
+        std::future::pending::<()>().await;
+        return;
+    };
+    tokio::select! {
+        _ = int.recv() => {}
+        _ = term.recv() => {}
+    }
+}

@@ -1,0 +1,396 @@
+//! The admin HTTP endpoint: `/metrics` (Prometheus text via prometheus-client) and
+//! `/status` (JSON). Handlers ask the proxy loop for a snapshot over a channel, so the core
+//! stays single-threaded and unshared.
+
+use std::net::SocketAddr;
+use std::sync::atomic::AtomicU64;
+use std::time::Duration;
+
+use axum::extract::State;
+use axum::http::{header, StatusCode};
+use axum::response::IntoResponse;
+use axum::routing::get;
+use axum::Router;
+use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+use serde_json::json;
+use sluice_control::AdmissionMetrics;
+use tokio::sync::{mpsc, oneshot};
+
+use crate::core::{CoreStats, KIND_LABELS};
+
+/// What the loop hands an admin request.
+#[derive(Debug)]
+pub(crate) struct Snapshot {
+    pub stats: CoreStats,
+    pub admission: AdmissionMetrics,
+    pub uptime: Duration,
+    pub local: SocketAddr,
+    pub send_drops: u64,
+    pub draining: bool,
+}
+
+type Requests = mpsc::Sender<oneshot::Sender<Snapshot>>;
+
+pub(crate) async fn serve(listener: tokio::net::TcpListener, requests: Requests) {
+    let app = Router::new()
+        .route("/metrics", get(metrics))
+        .route("/status", get(status))
+        .with_state(requests);
+    let _ = axum::serve(listener, app).await;
+}
+
+async fn snapshot(requests: &Requests) -> Option<Snapshot> {
+    let (tx, rx) = oneshot::channel();
+    requests.send(tx).await.ok()?;
+    rx.await.ok()
+}
+
+/// OpenMetrics for scrapers that ask for it (Prometheus does), the classic Prometheus
+/// text format otherwise (curl, promtool).
+async fn metrics(
+    State(requests): State<Requests>,
+    headers: axum::http::HeaderMap,
+) -> impl IntoResponse {
+    let openmetrics = headers
+        .get(header::ACCEPT)
+        .and_then(|a| a.to_str().ok())
+        .is_some_and(|a| a.contains("application/openmetrics-text"));
+    match snapshot(&requests).await {
+        Some(s) if openmetrics => (
+            StatusCode::OK,
+            [(
+                header::CONTENT_TYPE,
+                "application/openmetrics-text; version=1.0.0; charset=utf-8",
+            )],
+            render_metrics(&s),
+        ),
+        Some(s) => (
+            StatusCode::OK,
+            [(
+                header::CONTENT_TYPE,
+                "text/plain; version=0.0.4; charset=utf-8",
+            )],
+            to_prometheus_text(&render_metrics(&s)),
+        ),
+        None => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            [(header::CONTENT_TYPE, "text/plain")],
+            "proxy stopped\n".to_owned(),
+        ),
+    }
+}
+
+async fn status(State(requests): State<Requests>) -> impl IntoResponse {
+    match snapshot(&requests).await {
+        Some(s) => {
+            let mut v = status_json(&s.stats, s.uptime, s.local, s.send_drops);
+            v["draining"] = json!(s.draining);
+            v["admission"] = json!({
+                "rejected": s.admission.rejected,
+                "control_value": s.admission.control_value,
+                "cpu_load": s.admission.cpu_load,
+            });
+            (
+                StatusCode::OK,
+                [(header::CONTENT_TYPE, "application/json")],
+                v.to_string(),
+            )
+        }
+        None => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            [(header::CONTENT_TYPE, "text/plain")],
+            "proxy stopped\n".to_owned(),
+        ),
+    }
+}
+
+fn kinds(counts: &crate::core::KindCounts) -> serde_json::Value {
+    KIND_LABELS
+        .iter()
+        .zip(counts.0)
+        .map(|(k, v)| ((*k).to_owned(), json!(v)))
+        .collect::<serde_json::Map<_, _>>()
+        .into()
+}
+
+/// The `/status` document and the exit report.
+pub(crate) fn status_json(
+    s: &CoreStats,
+    uptime: Duration,
+    local: SocketAddr,
+    send_drops: u64,
+) -> serde_json::Value {
+    json!({
+        "listen": local.to_string(),
+        "uptime_s": uptime.as_secs_f64(),
+        "datagrams_in": s.datagrams_in,
+        "datagrams_out": s.datagrams_out,
+        "in_by_kind": kinds(&s.in_by_kind),
+        "out_by_kind": kinds(&s.out_by_kind),
+        "admitted": s.admitted,
+        "rejected": {"policy": s.rejected_policy, "shutdown": s.rejected_shutdown},
+        "dropped": {
+            "queue_full": s.dropped_queue_full,
+            "oversized": s.oversized,
+            "malformed": s.malformed,
+            "invalid": s.invalid,
+            "stray_responses": s.dropped_stray_responses,
+            "send_buffer_full": send_drops,
+        },
+        "processed": s.processed,
+        "forwarded": {
+            "requests": s.forwarded_requests,
+            "responses": s.forwarded_responses,
+            "acks_stateless": s.forwarded_acks,
+            "responses_stateless": s.forwarded_stray_responses,
+        },
+        "generated": {
+            "trying": s.trying_sent,
+            "483": s.too_many_hops,
+            "404_no_route": s.no_route,
+            "482_loop": s.loops,
+            "503_table_full": s.refused_table_full,
+            "408_timeout": s.timeouts_408,
+            "503_transport": s.transport_503,
+            "cancel_200": s.cancels,
+        },
+        "retransmissions_seen": s.retransmissions_seen(),
+        "retransmissions_sent": s.retransmissions_sent(),
+        "send_errors": s.send_errors,
+        "queue_len": s.queue_len,
+        "queue_peak": s.queue_peak,
+        "transactions": s.transactions,
+        "transactions_peak": s.txn.peak_transactions,
+        "transactions_refused": s.txn.refused.table_full,
+        "pending_requests": s.pending_requests,
+        "occupancy": s.occupancy,
+        "busy_virtual_s": s.busy_virtual.as_secs_f64(),
+        "busy_native_s": s.busy_native.as_secs_f64(),
+    })
+}
+
+type Labels = Vec<(String, String)>;
+
+fn label(k: &str, v: &str) -> Labels {
+    vec![(k.to_owned(), v.to_owned())]
+}
+
+/// Renders a snapshot in the OpenMetrics text format (which Prometheus and promtool read).
+pub(crate) fn render_metrics(s: &Snapshot) -> String {
+    let st = &s.stats;
+    let mut reg = Registry::with_prefix("sluice_proxy");
+    let counter = |reg: &mut Registry, name: &str, help: &str, v: u64| {
+        let c = Counter::<u64>::default();
+        c.inc_by(v);
+        reg.register(name, help, c);
+    };
+    let gauge = |reg: &mut Registry, name: &str, help: &str, v: f64| {
+        let g = Gauge::<f64, AtomicU64>::default();
+        g.set(v);
+        reg.register(name, help, g);
+    };
+    for (name, help, counts) in [
+        (
+            "messages_in",
+            "Datagrams received, by method or response class",
+            &st.in_by_kind,
+        ),
+        (
+            "messages_out",
+            "Datagrams sent, by method or response class",
+            &st.out_by_kind,
+        ),
+    ] {
+        let f = Family::<Labels, Counter>::default();
+        for (k, v) in KIND_LABELS.iter().zip(counts.0) {
+            f.get_or_create(&label("kind", k)).inc_by(v);
+        }
+        reg.register(name, help, f);
+    }
+    counter(
+        &mut reg,
+        "admitted",
+        "Messages admitted to the processor queue",
+        st.admitted,
+    );
+    let rejected = Family::<Labels, Counter>::default();
+    rejected
+        .get_or_create(&label("reason", "policy"))
+        .inc_by(st.rejected_policy);
+    rejected
+        .get_or_create(&label("reason", "shutdown"))
+        .inc_by(st.rejected_shutdown);
+    reg.register("rejected", "New sessions rejected with 503", rejected);
+    let dropped = Family::<Labels, Counter>::default();
+    for (reason, v) in [
+        ("queue_full", st.dropped_queue_full),
+        ("oversized", st.oversized),
+        ("malformed", st.malformed),
+        ("invalid", st.invalid),
+        ("stray_response", st.dropped_stray_responses),
+        ("send_buffer_full", s.send_drops),
+    ] {
+        dropped.get_or_create(&label("reason", reason)).inc_by(v);
+    }
+    reg.register("dropped", "Messages dropped, by reason", dropped);
+    let generated = Family::<Labels, Counter>::default();
+    for (status, v) in [
+        ("100", st.trying_sent),
+        ("404", st.no_route),
+        ("408", st.timeouts_408),
+        ("482", st.loops),
+        ("483", st.too_many_hops),
+        ("503", st.refused_table_full + st.transport_503),
+    ] {
+        generated.get_or_create(&label("status", status)).inc_by(v);
+    }
+    reg.register(
+        "generated_responses",
+        "Responses the proxy generated itself (rejections excluded), by status",
+        generated,
+    );
+    counter(
+        &mut reg,
+        "processed",
+        "Messages the processor finished",
+        st.processed,
+    );
+    counter(
+        &mut reg,
+        "retransmissions_seen",
+        "Retransmitted requests and responses absorbed by transactions",
+        st.retransmissions_seen(),
+    );
+    counter(
+        &mut reg,
+        "retransmissions_sent",
+        "Retransmissions sent by the proxy's transaction timers",
+        st.retransmissions_sent(),
+    );
+    counter(
+        &mut reg,
+        "malformed",
+        "Datagrams that failed the admission parse",
+        st.malformed,
+    );
+    counter(
+        &mut reg,
+        "transactions_refused",
+        "Transactions refused because the table was full",
+        st.txn.refused.table_full,
+    );
+    gauge(
+        &mut reg,
+        "queue_length",
+        "Messages waiting for the processor",
+        st.queue_len as f64,
+    );
+    gauge(
+        &mut reg,
+        "transactions",
+        "Transactions in the table",
+        st.transactions as f64,
+    );
+    gauge(
+        &mut reg,
+        "occupancy",
+        "Processor busy fraction over the last second",
+        st.occupancy,
+    );
+    gauge(
+        &mut reg,
+        "uptime_seconds",
+        "Seconds since the proxy started",
+        s.uptime.as_secs_f64(),
+    );
+    let mut out = String::new();
+    let _ = encode(&mut out, &reg);
+    out
+}
+
+/// Converts prometheus-client's OpenMetrics text to the Prometheus 0.0.4 text format: a
+/// counter family `x` is named `x_total` in its HELP and TYPE lines there (its samples
+/// already are), and there is no `# EOF` or `# UNIT`.
+pub(crate) fn to_prometheus_text(openmetrics: &str) -> String {
+    let counters: std::collections::HashSet<&str> = openmetrics
+        .lines()
+        .filter_map(|l| l.strip_prefix("# TYPE "))
+        .filter_map(|l| l.strip_suffix(" counter"))
+        .collect();
+    let mut out = String::with_capacity(openmetrics.len() + 256);
+    for line in openmetrics.lines() {
+        if line == "# EOF" || line.starts_with("# UNIT ") {
+            continue;
+        }
+        let meta = ["# HELP ", "# TYPE "]
+            .into_iter()
+            .find_map(|p| line.strip_prefix(p).map(|rest| (p, rest)));
+        match meta {
+            Some((prefix, rest)) => {
+                let (name, tail) = rest.split_once(' ').unwrap_or((rest, ""));
+                out.push_str(prefix);
+                out.push_str(name);
+                if counters.contains(name) {
+                    out.push_str("_total");
+                }
+                out.push(' ');
+                out.push_str(tail);
+            }
+            None => out.push_str(line),
+        }
+        out.push('\n');
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    /// `promtool check metrics` (the Prometheus project's linter) accepts the output.
+    #[test]
+    fn promtool_accepts_metrics() {
+        let mut stats = CoreStats::default();
+        stats.in_by_kind.0[0] = 7;
+        stats.admitted = 5;
+        stats.occupancy = 0.25;
+        let text = to_prometheus_text(&render_metrics(&Snapshot {
+            stats,
+            admission: AdmissionMetrics::default(),
+            uptime: Duration::from_secs(1),
+            local: SocketAddr::from(([127, 0, 0, 1], 5060)),
+            send_drops: 0,
+            draining: false,
+        }));
+        assert!(text.contains("sluice_proxy_messages_in_total{kind=\"INVITE\"} 7"));
+        assert!(text.contains("sluice_proxy_occupancy 0.25"));
+        let Ok(mut child) = std::process::Command::new("promtool")
+            .args(["check", "metrics"])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+        else {
+            eprintln!("notice: promtool not installed; skipping the promtool check");
+            return;
+        };
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(text.as_bytes())
+            .unwrap();
+        let out = child.wait_with_output().unwrap();
+        assert!(
+            out.status.success(),
+            "promtool rejected the metrics:\n{}{}\n{text}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}

@@ -1,0 +1,930 @@
+//! The sans-IO proxy core: receive stage, bounded FIFO, processor (see the crate docs).
+//!
+//! RFC 3261 §16 over UDP, transaction stateful: every request is received on a server
+//! transaction and forwarded on a client transaction of `sluice_txn`; responses come back
+//! through the client transaction and go upstream on the server transaction. The ACK for a
+//! 2xx and 2xx retransmissions belong to no transaction and are forwarded statelessly
+//! (§16.7 step 10 as amended by RFC 6026's intent, §16.11).
+
+use std::collections::{HashMap, VecDeque};
+use std::hash::{Hash, Hasher};
+use std::net::{IpAddr, SocketAddr};
+use std::time::Duration;
+
+use bytes::Bytes;
+use sluice_control::{
+    AdmissionVerdict, AnyLocalAdmission, Completion, LocalAdmission, MessageSummary, QueueOccupancy,
+};
+use sluice_sip::edit::{self, RequestEdits, ResponseEdits};
+use sluice_sip::{HeaderName, Host, Limits, Message, Method, NameAddr, Uri};
+use sluice_time::Time;
+use sluice_txn::{
+    ClientTxId, Config as TxnConfig, Event, Origin, Peer, Received, ServerTxId, TransactionLayer,
+    TxId,
+};
+
+use crate::config::ProxyConfig;
+
+/// Every branch this proxy writes starts with this, so that a response or stray 2xx can be
+/// recognised as having passed through here (the magic cookie of §8.1.1.7 first).
+const BRANCH_PREFIX: &str = "z9hG4bKsl";
+
+/// A datagram to send.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Transmit {
+    pub to: SocketAddr,
+    pub payload: Bytes,
+    /// The transaction that sent it, to report a send failure back with
+    /// [`ProxyCore::handle_send_error`]; `None` for stateless sends.
+    pub origin: Option<Origin>,
+}
+
+/// Message kinds counted in and out, by request method or response class.
+pub const KIND_LABELS: [&str; 12] = [
+    "INVITE", "ACK", "BYE", "CANCEL", "OPTIONS", "other", "1xx", "2xx", "3xx", "4xx", "5xx", "6xx",
+];
+
+/// Counts by [`KIND_LABELS`] index. Unclassifiable bytes count as "other".
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct KindCounts(pub [u64; KIND_LABELS.len()]);
+
+impl KindCounts {
+    fn count(&mut self, bytes: &[u8]) {
+        self.0[kind_of(bytes)] += 1;
+    }
+}
+
+/// The kind of a datagram from its first bytes only (no parse), so outgoing messages and
+/// unparsable input are classified for free.
+fn kind_of(b: &[u8]) -> usize {
+    if let Some(rest) = b.strip_prefix(b"SIP/2.0 ") {
+        return match rest.first() {
+            Some(d @ b'1'..=b'6') => 6 + usize::from(d - b'1'),
+            _ => 5,
+        };
+    }
+    let end = b.iter().take(16).position(|&c| c == b' ').unwrap_or(0);
+    match &b[..end] {
+        b"INVITE" => 0,
+        b"ACK" => 1,
+        b"BYE" => 2,
+        b"CANCEL" => 3,
+        b"OPTIONS" => 4,
+        _ => 5,
+    }
+}
+
+/// What the core did, for `/metrics`, `/status` and the exit report. All counters are
+/// monotonic except the gauges noted.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct CoreStats {
+    pub datagrams_in: u64,
+    pub bytes_in: u64,
+    pub datagrams_out: u64,
+    pub bytes_out: u64,
+    pub in_by_kind: KindCounts,
+    pub out_by_kind: KindCounts,
+    /// Dropped before parsing: larger than `max_datagram`.
+    pub oversized: u64,
+    /// Dropped at the receive stage: `Message::parse` failed.
+    pub malformed: u64,
+    /// Failed full validation in the processor (requests answered 400, the rest dropped).
+    pub invalid: u64,
+    /// Entered the FIFO to be processed in full.
+    pub admitted: u64,
+    /// New sessions the admission policy rejected (503 at the rejection cost).
+    pub rejected_policy: u64,
+    /// New sessions rejected because the proxy is shutting down.
+    pub rejected_shutdown: u64,
+    /// Arrivals dropped at a full FIFO.
+    pub dropped_queue_full: u64,
+    /// Messages the processor finished.
+    pub processed: u64,
+    /// Requests forwarded on a client transaction.
+    pub forwarded_requests: u64,
+    /// Responses relayed upstream on a server transaction.
+    pub forwarded_responses: u64,
+    /// ACKs for 2xx forwarded statelessly.
+    pub forwarded_acks: u64,
+    /// 2xx responses that matched no transaction, relayed statelessly.
+    pub forwarded_stray_responses: u64,
+    /// Stray responses not relayed: not through this proxy, or nowhere to send them.
+    pub dropped_stray_responses: u64,
+    /// 100 Trying sent for INVITEs.
+    pub trying_sent: u64,
+    /// 483 Too Many Hops (Max-Forwards 0).
+    pub too_many_hops: u64,
+    /// 404: no route for the request.
+    pub no_route: u64,
+    /// 482: the route leads back to this proxy.
+    pub loops: u64,
+    /// 503 because the transaction table was full.
+    pub refused_table_full: u64,
+    /// 408 sent upstream after a client transaction timed out (§16.9).
+    pub timeouts_408: u64,
+    /// 503 sent upstream after a transport error towards the next hop (§16.9).
+    pub transport_503: u64,
+    /// CANCELs answered 200 (§16.10).
+    pub cancels: u64,
+    /// Send failures the shell reported.
+    pub send_errors: u64,
+    /// Gauge: messages in the FIFO.
+    pub queue_len: usize,
+    /// Gauge: the most messages the FIFO held at once.
+    pub queue_peak: usize,
+    /// Gauge: transactions in the table.
+    pub transactions: usize,
+    /// Gauge: proxied requests still waiting for a final response.
+    pub pending_requests: usize,
+    /// Gauge: processor busy fraction over the last complete one-second window.
+    pub occupancy: f64,
+    /// Virtual (emulated) processor busy time so far.
+    pub busy_virtual: Duration,
+    /// Native processing time so far, as measured by the shell.
+    pub busy_native: Duration,
+    /// Transaction layer counters (retransmissions absorbed and sent, refusals, timers).
+    pub txn: sluice_txn::Stats,
+}
+
+impl CoreStats {
+    /// Retransmissions that reached the proxy: requests and responses absorbed by their
+    /// transactions (stray 2xx retransmissions are in `forwarded_stray_responses`).
+    pub fn retransmissions_seen(&self) -> u64 {
+        self.txn.absorbed.requests + self.txn.absorbed.responses
+    }
+    /// Retransmissions the proxy sent (its own timers).
+    pub fn retransmissions_sent(&self) -> u64 {
+        let r = self.txn.retransmissions;
+        r.invite + r.non_invite + r.response + r.ack + r.ok_2xx
+    }
+}
+
+#[derive(Debug)]
+struct Queued {
+    msg: Message,
+    from: SocketAddr,
+    arrived: Time,
+    summary: MessageSummary,
+    /// The admission stage decided to reject: answer 503 at the rejection cost.
+    reject: bool,
+}
+
+/// A proxied request: the server transaction it arrived on and the client transaction that
+/// carries it on.
+#[derive(Debug)]
+struct Link {
+    server: ServerTxId,
+    request: Message,
+    provisional_seen: bool,
+    final_relayed: bool,
+    cancel_pending: bool,
+}
+
+/// Why a request could not be routed.
+enum RouteError {
+    NoRoute,
+    Loop,
+}
+
+/// The proxy's logic, sans IO. See the crate docs for the stages and the cost model.
+pub struct ProxyCore {
+    txn: TransactionLayer,
+    admission: AnyLocalAdmission,
+    queue: VecDeque<Queued>,
+    queue_capacity: usize,
+    occupancy_now: QueueOccupancy,
+    cost_forward: Duration,
+    cost_reject: Duration,
+    busy_until: Time,
+    max_datagram: usize,
+    retry_after: u32,
+    next_hop: Option<SocketAddr>,
+    routes: Vec<crate::config::RouteRule>,
+    /// This proxy as written in Via and Record-Route.
+    me: String,
+    me_host: String,
+    me_port: u16,
+    local: SocketAddr,
+    record_route: Vec<u8>,
+    links: HashMap<ClientTxId, Link>,
+    by_server: HashMap<ServerTxId, ClientTxId>,
+    branch_counter: u64,
+    via_buf: Vec<u8>,
+    out: VecDeque<Transmit>,
+    draining: bool,
+    stats: CoreStats,
+    // Per message in the processor.
+    cur_reject: bool,
+    cur_accepted: bool,
+    // Occupancy window.
+    window_start: Time,
+    window_busy: Duration,
+}
+
+impl std::fmt::Debug for ProxyCore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ProxyCore")
+            .field("me", &self.me)
+            .field("queue", &self.queue.len())
+            .field("transactions", &self.txn.len())
+            .finish_non_exhaustive()
+    }
+}
+
+fn host_matches(host: &Host<'_>, text: &str) -> bool {
+    match host {
+        Host::Name(n) => n.eq_ignore_ascii_case(text),
+        Host::V4(a) => text.parse::<IpAddr>().is_ok_and(|t| t == IpAddr::V4(*a)),
+        Host::V6(a) => text
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .parse::<IpAddr>()
+            .is_ok_and(|t| t == IpAddr::V6(*a)),
+    }
+}
+
+fn host_ip(host: &Host<'_>) -> Option<IpAddr> {
+    match host {
+        Host::Name(_) => None,
+        Host::V4(a) => Some(IpAddr::V4(*a)),
+        Host::V6(a) => Some(IpAddr::V6(*a)),
+    }
+}
+
+/// Splits `host[:port]` (IPv6 in brackets); the port defaults to 5060.
+fn split_hostport(s: &str) -> (String, u16) {
+    let (host, port) = match s.rfind(':') {
+        Some(i) if !s[i..].contains(']') && (s.starts_with('[') || !s[..i].contains(':')) => {
+            (&s[..i], s[i + 1..].parse().ok())
+        }
+        _ => (s, None),
+    };
+    (host.to_owned(), port.unwrap_or(5060))
+}
+
+fn has_to_tag(msg: &Message) -> bool {
+    msg.header(HeaderName::To)
+        .and_then(NameAddr::parse)
+        .is_some_and(|to| to.tag().is_some())
+}
+
+impl ProxyCore {
+    /// A core for a proxy bound at `local` (the shell's socket address), starting at `now`.
+    pub fn new(config: &ProxyConfig, local: SocketAddr, now: Time) -> ProxyCore {
+        let me = config.advertised(local);
+        let (me_host, me_port) = split_hostport(&me);
+        let record_route = format!("<sip:{me};lr>").into_bytes();
+        ProxyCore {
+            txn: TransactionLayer::new(TxnConfig {
+                max_transactions: config.max_transactions,
+                ..TxnConfig::default()
+            }),
+            admission: config.admission.build(now),
+            queue: VecDeque::with_capacity(config.queue_capacity.min(1 << 16)),
+            queue_capacity: config.queue_capacity,
+            occupancy_now: QueueOccupancy::default(),
+            cost_forward: config.cost_forward(),
+            cost_reject: config.cost_reject(),
+            busy_until: now,
+            max_datagram: config.max_datagram,
+            retry_after: config.admission.retry_after_s,
+            next_hop: config.next_hop,
+            routes: config.routes.clone(),
+            me_host,
+            me,
+            me_port,
+            local,
+            record_route,
+            links: HashMap::new(),
+            by_server: HashMap::new(),
+            branch_counter: 0,
+            via_buf: Vec::with_capacity(128),
+            out: VecDeque::new(),
+            draining: false,
+            stats: CoreStats::default(),
+            cur_reject: false,
+            cur_accepted: false,
+            window_start: now,
+            window_busy: Duration::ZERO,
+        }
+    }
+
+    /// This proxy's host\[:port\] as written in Via and Record-Route.
+    pub fn advertised(&self) -> &str {
+        &self.me
+    }
+
+    // ---- receive stage ----
+
+    /// A datagram arrived from `from`: the cheap admission parse and the admission decision.
+    pub fn handle_datagram(&mut self, now: Time, payload: Bytes, from: SocketAddr) {
+        self.stats.datagrams_in += 1;
+        self.stats.bytes_in += payload.len() as u64;
+        self.stats.in_by_kind.count(&payload);
+        if payload.len() > self.max_datagram {
+            self.stats.oversized += 1;
+            return;
+        }
+        let limits = Limits {
+            max_message_size: self.max_datagram,
+            ..Limits::DATAGRAM
+        };
+        let Ok(msg) = Message::parse_with(payload, &limits) else {
+            // Nothing parsed means no Via to answer along: drop and count (§18.1.2 / §16.3
+            // leave garbage to the element's discretion).
+            self.stats.malformed += 1;
+            return;
+        };
+        let summary = match msg.method() {
+            None => MessageSummary::response(None),
+            Some(Method::Invite) if !has_to_tag(&msg) => MessageSummary::new_session(None),
+            Some(Method::Invite) => MessageSummary::repeated_invite(None),
+            Some(_) => MessageSummary::other_request(None),
+        };
+        let verdict = self.admission.on_arrival(now, self.queue.len(), &summary);
+        // Only new sessions are ever rejected: everything else belongs to work already
+        // accepted, and rejecting it would waste that work.
+        let mut reject = false;
+        if summary.is_session_start() {
+            if self.draining {
+                reject = true;
+                self.stats.rejected_shutdown += 1;
+            } else if verdict == AdmissionVerdict::Reject {
+                reject = true;
+                self.stats.rejected_policy += 1;
+            }
+        }
+        if self.queue.len() >= self.queue_capacity {
+            // Let the processor catch up to `now` before declaring the queue full: with
+            // virtual costs, messages may have completed since the last wake-up.
+            self.run_processor(now);
+            if self.queue.len() >= self.queue_capacity {
+                self.stats.dropped_queue_full += 1;
+                return;
+            }
+        }
+        if !reject {
+            self.stats.admitted += 1;
+        }
+        if summary.class == sluice_control::MessageClass::Invite {
+            self.occupancy_now.invites += 1;
+        } else {
+            self.occupancy_now.non_invites += 1;
+        }
+        self.queue.push_back(Queued {
+            msg,
+            from,
+            arrived: now,
+            summary,
+            reject,
+        });
+        self.stats.queue_peak = self.stats.queue_peak.max(self.queue.len());
+        self.admission.on_queue(now, self.occupancy_now);
+    }
+
+    /// The shell could not send a transmit of this origin (§16.9: becomes 503 upstream).
+    pub fn handle_send_error(&mut self, now: Time, origin: Option<Origin>) {
+        self.stats.send_errors += 1;
+        if let Some(origin) = origin {
+            self.txn.handle_transport_error(origin);
+            self.drain_txn(now);
+        }
+    }
+
+    /// Native processing time measured by the shell, added to the occupancy.
+    pub fn record_native_busy(&mut self, busy: Duration) {
+        self.stats.busy_native += busy;
+        self.window_busy += busy;
+    }
+
+    // ---- processor and timers ----
+
+    /// Runs the processor up to `now` and fires due timers.
+    pub fn handle_timeout(&mut self, now: Time) {
+        self.txn.handle_timeout(now);
+        self.drain_txn(now);
+        if self.admission.poll_timeout().is_some_and(|t| t <= now) {
+            self.admission.handle_timeout(now);
+        }
+        self.run_processor(now);
+        self.roll_window(now);
+    }
+
+    /// The earliest instant [`handle_timeout`](Self::handle_timeout) has work: the head of
+    /// the queue completes, a transaction timer fires, or the admission policy ticks.
+    pub fn poll_timeout(&mut self) -> Option<Time> {
+        let head = self.queue.front().map(|q| self.completion_of(q));
+        [head, self.txn.poll_timeout(), self.admission.poll_timeout()]
+            .into_iter()
+            .flatten()
+            .min()
+    }
+
+    /// The next datagram to send.
+    pub fn poll_transmit(&mut self) -> Option<Transmit> {
+        let t = self.out.pop_front()?;
+        self.stats.datagrams_out += 1;
+        self.stats.bytes_out += t.payload.len() as u64;
+        self.stats.out_by_kind.count(&t.payload);
+        Some(t)
+    }
+
+    /// Stop admitting new sessions (503) and let running transactions finish.
+    pub fn begin_shutdown(&mut self) {
+        self.draining = true;
+    }
+
+    /// Nothing queued and every proxied request has its final response: a shutdown may end.
+    pub fn is_idle(&self) -> bool {
+        self.queue.is_empty() && self.links.values().all(|l| l.final_relayed)
+    }
+
+    /// Counters and gauges as of `now`.
+    pub fn stats(&mut self, now: Time) -> CoreStats {
+        self.roll_window(now);
+        let mut s = self.stats;
+        s.queue_len = self.queue.len();
+        s.transactions = self.txn.len();
+        s.pending_requests = self.links.values().filter(|l| !l.final_relayed).count();
+        s.txn = *self.txn.stats();
+        s
+    }
+
+    /// The admission policy's view, for metrics.
+    pub fn admission_metrics(&self) -> sluice_control::AdmissionMetrics {
+        self.admission.metrics()
+    }
+
+    fn roll_window(&mut self, now: Time) {
+        let elapsed = now.saturating_since(self.window_start);
+        if elapsed >= Duration::from_secs(1) {
+            self.stats.occupancy =
+                (self.window_busy.as_secs_f64() / elapsed.as_secs_f64()).min(1.0);
+            self.window_start = now;
+            self.window_busy = Duration::ZERO;
+        }
+    }
+
+    fn cost_of(&self, q: &Queued) -> Duration {
+        if q.reject {
+            self.cost_reject
+        } else {
+            self.cost_forward
+        }
+    }
+
+    fn completion_of(&self, q: &Queued) -> Time {
+        self.busy_until.max(q.arrived) + self.cost_of(q)
+    }
+
+    fn run_processor(&mut self, now: Time) {
+        let mut changed = false;
+        while let Some(head) = self.queue.front() {
+            let start = self.busy_until.max(head.arrived);
+            let cost = self.cost_of(head);
+            let done = start + cost;
+            if done > now {
+                break;
+            }
+            let Some(q) = self.queue.pop_front() else {
+                break;
+            };
+            changed = true;
+            if q.summary.class == sluice_control::MessageClass::Invite {
+                self.occupancy_now.invites = self.occupancy_now.invites.saturating_sub(1);
+            } else {
+                self.occupancy_now.non_invites = self.occupancy_now.non_invites.saturating_sub(1);
+            }
+            self.busy_until = done;
+            self.stats.busy_virtual += cost;
+            self.window_busy += cost;
+            let summary = q.summary;
+            let queueing_delay = start.saturating_since(q.arrived);
+            self.process(now, q);
+            self.stats.processed += 1;
+            self.admission.on_processed(
+                now,
+                &Completion {
+                    message: summary,
+                    service_time: cost,
+                    queueing_delay,
+                    session_accepted: self.cur_accepted,
+                },
+            );
+        }
+        if changed {
+            self.admission.on_queue(now, self.occupancy_now);
+        }
+    }
+
+    /// The full work for one message.
+    fn process(&mut self, now: Time, q: Queued) {
+        self.cur_reject = q.reject;
+        self.cur_accepted = false;
+        let msg = q.msg;
+        if msg.validate().is_err() {
+            self.stats.invalid += 1;
+            // A request we can answer gets 400 (§8.2 / §16.3); ACKs and responses are dropped.
+            if msg.is_request()
+                && msg.method() != Some(&Method::Ack)
+                && msg.header(HeaderName::Via).is_some()
+            {
+                let bad = edit::response_to(&msg, 400).build();
+                self.send_stateless(q.from, bad);
+            }
+            return;
+        }
+        let received = self.txn.handle_message(now, msg, Peer::udp(q.from));
+        if received == Received::Malformed {
+            self.stats.invalid += 1;
+        }
+        self.drain_txn(now);
+        self.cur_reject = false;
+    }
+
+    fn drain_txn(&mut self, now: Time) {
+        loop {
+            while let Some(t) = self.txn.poll_transmit() {
+                self.out.push_back(Transmit {
+                    to: t.to.addr,
+                    payload: t.payload,
+                    origin: Some(t.origin),
+                });
+            }
+            let Some(event) = self.txn.poll_event() else {
+                break;
+            };
+            self.on_event(now, event);
+        }
+    }
+
+    fn send_stateless(&mut self, to: SocketAddr, payload: Bytes) {
+        self.out.push_back(Transmit {
+            to,
+            payload,
+            origin: None,
+        });
+    }
+
+    fn respond(&mut self, now: Time, tx: ServerTxId, request: &Message, status: u16) {
+        let mut b = edit::response_to(request, status);
+        if status > 100 {
+            b = b.to_tag("sl");
+        }
+        if status == 503 && self.retry_after > 0 {
+            b = b.retry_after(self.retry_after);
+        }
+        let _ = self.txn.respond_bytes(now, tx, status, b.build());
+    }
+
+    fn on_event(&mut self, now: Time, event: Event) {
+        match event {
+            Event::Request {
+                tx,
+                request,
+                from,
+                cancels,
+            } => self.on_request(now, tx, &request, from.addr, cancels),
+            Event::Response { tx, response } => self.on_response(now, tx, &response),
+            Event::StrayResponse { response, .. } => self.relay_stray(&response),
+            Event::Ack2xx { request, from, .. } => self.forward_ack(&request, from.addr),
+            Event::Refused { request, from } => {
+                self.stats.refused_table_full += 1;
+                if request.method() != Some(&Method::Ack) {
+                    let mut b = edit::response_to(&request, 503).to_tag("sl");
+                    if self.retry_after > 0 {
+                        b = b.retry_after(self.retry_after);
+                    }
+                    self.send_stateless(from.addr, b.build());
+                }
+            }
+            Event::Timeout {
+                tx: TxId::Client(client),
+                ..
+            } => self.fail_upstream(now, client, 408),
+            Event::TransportError {
+                origin: Origin::Client(client),
+            } => self.fail_upstream(now, client, 503),
+            Event::Terminated {
+                tx: TxId::Client(client),
+            } => {
+                if let Some(link) = self.links.remove(&client) {
+                    self.by_server.remove(&link.server);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// §16.9 / §16.7 step 6: a client transaction that ends without a final response
+    /// becomes a 408 (timeout) or 503 (transport error) upstream.
+    fn fail_upstream(&mut self, now: Time, client: ClientTxId, status: u16) {
+        let Some(link) = self.links.get_mut(&client) else {
+            return;
+        };
+        if link.final_relayed {
+            return;
+        }
+        link.final_relayed = true;
+        let (server, request) = (link.server, link.request.clone());
+        if status == 408 {
+            self.stats.timeouts_408 += 1;
+        } else {
+            self.stats.transport_503 += 1;
+        }
+        self.respond(now, server, &request, status);
+    }
+
+    fn on_request(
+        &mut self,
+        now: Time,
+        tx: ServerTxId,
+        request: &Message,
+        from: SocketAddr,
+        cancels: Option<ServerTxId>,
+    ) {
+        let method = request.method().cloned();
+        if self.cur_reject && method == Some(Method::Invite) {
+            self.respond(now, tx, request, 503);
+            return;
+        }
+        if method == Some(Method::Cancel) {
+            if let Some(invite_server) = cancels {
+                // §16.10: answer the CANCEL here, cancel the pending branch downstream.
+                self.stats.cancels += 1;
+                self.respond(now, tx, request, 200);
+                if let Some(&client) = self.by_server.get(&invite_server) {
+                    if let Some(link) = self.links.get_mut(&client) {
+                        if link.provisional_seen {
+                            let _ = self.txn.cancel(now, client);
+                        } else {
+                            // §9.1: no CANCEL before a provisional; send it when one comes.
+                            link.cancel_pending = true;
+                        }
+                    }
+                }
+                return;
+            }
+            // §16.10: no matching transaction; pass the CANCEL on like any request.
+        }
+        if request.max_forwards() == Some(0) {
+            self.stats.too_many_hops += 1;
+            self.respond(now, tx, request, 483);
+            return;
+        }
+        let invite = method == Some(Method::Invite);
+        if invite {
+            // §16.2: a stateful proxy sends 100 Trying once it decides to proxy an INVITE.
+            self.stats.trying_sent += 1;
+            self.respond(now, tx, request, 100);
+        }
+        let (dest, pop_route) = match self.route(request) {
+            Ok(r) => r,
+            Err(RouteError::NoRoute) => {
+                self.stats.no_route += 1;
+                self.respond(now, tx, request, 404);
+                return;
+            }
+            Err(RouteError::Loop) => {
+                self.stats.loops += 1;
+                self.respond(now, tx, request, 482);
+                return;
+            }
+        };
+        self.branch_counter += 1;
+        let branch = format!("{BRANCH_PREFIX}{:x}", self.branch_counter);
+        let dialog_creating =
+            matches!(method, Some(Method::Invite | Method::Subscribe)) && !has_to_tag(request);
+        let bytes = self.edit_request(request, from, &branch, pop_route, dialog_creating);
+        let Ok(forward) = Message::parse(bytes) else {
+            self.stats.invalid += 1;
+            self.respond(now, tx, request, 500);
+            return;
+        };
+        if let Ok(client) = self.txn.send_request(now, forward, Peer::udp(dest)) {
+            {
+                self.stats.forwarded_requests += 1;
+                self.cur_accepted = invite;
+                self.links.insert(
+                    client,
+                    Link {
+                        server: tx,
+                        request: request.clone(),
+                        provisional_seen: false,
+                        final_relayed: false,
+                        cancel_pending: false,
+                    },
+                );
+                self.by_server.insert(tx, client);
+            }
+        } else {
+            self.stats.refused_table_full += 1;
+            self.respond(now, tx, request, 503);
+        }
+    }
+
+    fn on_response(&mut self, now: Time, client: ClientTxId, response: &Message) {
+        let Some(link) = self.links.get_mut(&client) else {
+            // Responses to CANCELs this proxy sent end here.
+            return;
+        };
+        let status = response.status().unwrap_or(0);
+        if status < 200 {
+            link.provisional_seen = true;
+            if std::mem::take(&mut link.cancel_pending) {
+                let _ = self.txn.cancel(now, client);
+            }
+            if status == 100 {
+                // Hop by hop (§16.7 step 5): not relayed.
+                return;
+            }
+        } else {
+            link.final_relayed = true;
+        }
+        let server = link.server;
+        let bytes = edit::forward_response(
+            response,
+            &ResponseEdits {
+                pop_via: true,
+                ..ResponseEdits::default()
+            },
+        );
+        if self.txn.respond_bytes(now, server, status, bytes).is_ok() {
+            self.stats.forwarded_responses += 1;
+        }
+    }
+
+    /// A response that matches no transaction: a 2xx retransmission (or a 2xx that raced
+    /// its transaction's end). Relayed along the Via if this proxy's Via is on top.
+    fn relay_stray(&mut self, response: &Message) {
+        let ours = response
+            .top_via_branch()
+            .is_some_and(|b| b.starts_with(BRANCH_PREFIX.as_bytes()));
+        let to = ours.then(|| Self::via_destination(response)).flatten();
+        let Some(to) = to else {
+            self.stats.dropped_stray_responses += 1;
+            return;
+        };
+        let bytes = edit::forward_response(
+            response,
+            &ResponseEdits {
+                pop_via: true,
+                ..ResponseEdits::default()
+            },
+        );
+        self.stats.forwarded_stray_responses += 1;
+        self.send_stateless(to, bytes);
+    }
+
+    /// Where a response goes once this proxy's Via is popped (§18.2.2 with RFC 3581): the
+    /// next Via's `received`/`rport` if present, else its sent-by.
+    fn via_destination(response: &Message) -> Option<SocketAddr> {
+        let via = response.vias().nth(1)?.ok()?;
+        let ip = via
+            .received()
+            .and_then(|r| std::str::from_utf8(r).ok())
+            .and_then(|r| r.parse::<IpAddr>().ok())
+            .or_else(|| host_ip(&via.host))?;
+        let port = match via.rport() {
+            Some(Some(p)) => p,
+            _ => via.port.unwrap_or(5060),
+        };
+        Some(SocketAddr::new(ip, port))
+    }
+
+    /// §16.11: the ACK for a 2xx is forwarded statelessly, along the route set.
+    fn forward_ack(&mut self, request: &Message, from: SocketAddr) {
+        if request.max_forwards() == Some(0) {
+            self.stats.too_many_hops += 1;
+            return;
+        }
+        let Ok((dest, pop_route)) = self.route(request) else {
+            self.stats.no_route += 1;
+            return;
+        };
+        // Stateless: the branch is a function of the received one, so a retransmitted ACK
+        // gets the same branch (§16.11).
+        let mut h = std::hash::DefaultHasher::new();
+        request.top_via_branch().unwrap_or_default().hash(&mut h);
+        let branch = format!("{BRANCH_PREFIX}a{:x}", h.finish());
+        let bytes = self.edit_request(request, from, &branch, pop_route, false);
+        self.stats.forwarded_acks += 1;
+        self.send_stateless(dest, bytes);
+    }
+
+    /// The §16.6 edits: new Via on top (with received/rport on the received one), Max-Forwards
+    /// decremented, Record-Route for dialog-creating requests, our Route popped.
+    fn edit_request(
+        &mut self,
+        request: &Message,
+        from: SocketAddr,
+        branch: &str,
+        pop_route: bool,
+        record_route: bool,
+    ) -> Bytes {
+        self.via_buf.clear();
+        self.via_buf.extend_from_slice(b"SIP/2.0/UDP ");
+        self.via_buf.extend_from_slice(self.me.as_bytes());
+        self.via_buf.extend_from_slice(b";branch=");
+        self.via_buf.extend_from_slice(branch.as_bytes());
+        let ip = from.ip().to_string();
+        let port = from.port().to_string();
+        let mut params: Vec<(&str, Option<&str>)> = Vec::with_capacity(2);
+        if let Ok(top) = request.top_via() {
+            if top.rport().is_some() {
+                // RFC 3581 §4: rport asked for, so fill it in, and received with it.
+                params.push(("received", Some(&ip)));
+                params.push(("rport", Some(&port)));
+            } else if !host_matches(&top.host, &ip) {
+                // RFC 3261 §18.2.1: sent-by differs from the packet's source.
+                params.push(("received", Some(&ip)));
+            }
+        }
+        edit::forward_request(
+            request,
+            &RequestEdits {
+                request_uri: None,
+                push_via: Some(&self.via_buf),
+                top_via_params: &params,
+                decrement_max_forwards: true,
+                record_route: record_route.then_some(self.record_route.as_slice()),
+                pop_route,
+            },
+        )
+    }
+
+    fn names_me(&self, uri: &Uri<'_>) -> bool {
+        let Some(host) = &uri.host else {
+            return false;
+        };
+        let port = uri.port.unwrap_or(5060);
+        (host_matches(host, &self.me_host) && port == self.me_port)
+            || host_ip(host).is_some_and(|ip| SocketAddr::new(ip, port) == self.local)
+    }
+
+    /// §16.4 and §16.5/§16.6 step 7: pop a Route naming us; then the next Route, a static
+    /// rule, the Request-URI's own address (in-dialog requests carry the peer's Contact),
+    /// or the default next hop.
+    fn route(&self, request: &Message) -> Result<(SocketAddr, bool), RouteError> {
+        let mut routes = request.header_values(HeaderName::Route);
+        let first = routes
+            .next()
+            .and_then(Result::ok)
+            .and_then(NameAddr::parse)
+            .and_then(|n| n.uri());
+        let pop = first.as_ref().is_some_and(|u| self.names_me(u));
+        let next_route = if pop {
+            routes
+                .next()
+                .and_then(Result::ok)
+                .and_then(NameAddr::parse)
+                .and_then(|n| n.uri())
+        } else {
+            first
+        };
+        let dest = if let Some(route) = next_route {
+            // A next hop named by a Route must be an address: this proxy does no DNS.
+            let ip = route
+                .host
+                .as_ref()
+                .and_then(host_ip)
+                .ok_or(RouteError::NoRoute)?;
+            SocketAddr::new(ip, route.port.unwrap_or(5060))
+        } else {
+            let ruri = request.request_uri_raw().and_then(Uri::parse);
+            let rule = ruri.as_ref().and_then(|u| {
+                self.routes.iter().find(|r| {
+                    r.host
+                        .as_ref()
+                        .is_none_or(|h| u.host.as_ref().is_some_and(|uh| host_matches(uh, h)))
+                        && r.user
+                            .as_ref()
+                            .is_none_or(|user| u.user == Some(user.as_bytes()))
+                })
+            });
+            let target = ruri.as_ref().filter(|u| !self.names_me(u)).and_then(|u| {
+                Some(SocketAddr::new(
+                    host_ip(u.host.as_ref()?)?,
+                    u.port.unwrap_or(5060),
+                ))
+            });
+            // In a dialog the Request-URI is the peer's Contact: go there. A new request is
+            // routed by the operator's rules and next hop, the Request-URI only as a fallback.
+            let in_dialog = has_to_tag(request);
+            let candidates = if in_dialog {
+                [target, rule.map(|r| r.next_hop), self.next_hop]
+            } else {
+                [rule.map(|r| r.next_hop), self.next_hop, target]
+            };
+            candidates
+                .into_iter()
+                .flatten()
+                .next()
+                .ok_or(RouteError::NoRoute)?
+        };
+        if dest == self.local {
+            return Err(RouteError::Loop);
+        }
+        Ok((dest, pop))
+    }
+}

@@ -1,0 +1,235 @@
+//! The tokio shell: one UDP socket, a monotonic clock mapped to [`Time`], and a loop that
+//! feeds datagrams and deadlines to the [`ProxyCore`] and sends what it produces.
+
+use std::collections::VecDeque;
+use std::io;
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use sluice_time::Time;
+use socket2::{Domain, Protocol, Socket, Type};
+use tokio::net::UdpSocket;
+use tokio::sync::{mpsc, oneshot, watch};
+
+use crate::admin::{self, Snapshot};
+use crate::config::ProxyConfig;
+use crate::core::{CoreStats, ProxyCore, Transmit};
+
+/// Datagrams read per wake-up before the processor runs: enough to amortise the wake-up,
+/// few enough that the queue-full check sees the processor's progress.
+const RECV_BATCH: usize = 256;
+/// Transmits held while the socket's send buffer is full; beyond this they are dropped
+/// and counted.
+const MAX_PENDING_SENDS: usize = 65_536;
+
+/// A proxy bound to its socket(s), ready to [`run`](Proxy::run).
+#[derive(Debug)]
+pub struct Proxy {
+    config: ProxyConfig,
+    socket: UdpSocket,
+    local: SocketAddr,
+    admin: Option<tokio::net::TcpListener>,
+    admin_addr: Option<SocketAddr>,
+    shutdown_tx: watch::Sender<bool>,
+    shutdown_rx: watch::Receiver<bool>,
+}
+
+/// Starts a graceful shutdown of a running [`Proxy`] (clone it freely).
+#[derive(Clone, Debug)]
+pub struct ShutdownHandle(watch::Sender<bool>);
+
+impl ShutdownHandle {
+    /// Stop admitting new sessions and end once running transactions finish (or the
+    /// configured grace period passes).
+    pub fn shutdown(&self) {
+        let _ = self.0.send(true);
+    }
+}
+
+/// What a run did, returned when it ends.
+#[derive(Clone, Debug)]
+pub struct ProxyReport {
+    pub local_addr: SocketAddr,
+    pub elapsed: Duration,
+    pub stats: CoreStats,
+    /// Transmits dropped because the socket's send buffer stayed full.
+    pub send_drops: u64,
+}
+
+impl ProxyReport {
+    /// The report as JSON (the same fields as `/status`).
+    pub fn to_json(&self) -> serde_json::Value {
+        admin::status_json(&self.stats, self.elapsed, self.local_addr, self.send_drops)
+    }
+}
+
+fn udp_socket(addr: SocketAddr, buffer: usize) -> io::Result<std::net::UdpSocket> {
+    let socket = Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP))?;
+    // The kernel may cap these (net.core.rmem_max); a smaller buffer is not an error.
+    let _ = socket.set_recv_buffer_size(buffer);
+    let _ = socket.set_send_buffer_size(buffer);
+    socket.set_nonblocking(true)?;
+    socket.bind(&addr.into())?;
+    Ok(socket.into())
+}
+
+impl Proxy {
+    /// Validates the config and binds the UDP socket (and the admin listener, if any).
+    pub async fn bind(config: ProxyConfig) -> io::Result<Proxy> {
+        config
+            .validate()
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
+        let socket = UdpSocket::from_std(udp_socket(config.listen, config.socket_buffer)?)?;
+        let local = socket.local_addr()?;
+        let (admin, admin_addr) = match config.admin {
+            Some(addr) => {
+                let l = tokio::net::TcpListener::bind(addr).await?;
+                let a = l.local_addr()?;
+                (Some(l), Some(a))
+            }
+            None => (None, None),
+        };
+        let (shutdown_tx, shutdown_rx) = watch::channel(false);
+        Ok(Proxy {
+            config,
+            socket,
+            local,
+            admin,
+            admin_addr,
+            shutdown_tx,
+            shutdown_rx,
+        })
+    }
+
+    /// The bound UDP address.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local
+    }
+
+    /// The bound admin HTTP address, if configured.
+    pub fn admin_addr(&self) -> Option<SocketAddr> {
+        self.admin_addr
+    }
+
+    pub fn shutdown_handle(&self) -> ShutdownHandle {
+        ShutdownHandle(self.shutdown_tx.clone())
+    }
+
+    /// Runs until shut down (handle, or `duration_s`), then lets transactions finish for at
+    /// most `shutdown_grace_s`.
+    pub async fn run(self) -> io::Result<ProxyReport> {
+        let Proxy {
+            config,
+            socket,
+            local,
+            admin,
+            shutdown_tx: _keep_open,
+            mut shutdown_rx,
+            ..
+        } = self;
+        let origin = Instant::now();
+        let now = || Time::from_nanos(origin.elapsed().as_nanos() as u64);
+        let at = |t: Time| origin + Duration::from_nanos(t.as_nanos());
+        let mut core = ProxyCore::new(&config, local, now());
+        let (admin_tx, mut admin_rx) = mpsc::channel::<oneshot::Sender<Snapshot>>(16);
+        let admin_task = admin.map(|l| tokio::spawn(admin::serve(l, admin_tx)));
+
+        let stop_after = config
+            .duration_s
+            .map(|s| origin + Duration::from_secs_f64(s));
+        let grace = Duration::from_secs_f64(config.shutdown_grace_s);
+        let mut grace_end: Option<Instant> = None;
+        let mut buf = vec![0u8; 65_536];
+        let mut pending: VecDeque<Transmit> = VecDeque::new();
+        let mut send_drops = 0u64;
+        let far = origin + Duration::from_hours(24 * 365);
+
+        loop {
+            let started = Instant::now();
+            let mut worked = false;
+            for _ in 0..RECV_BATCH {
+                match socket.try_recv_from(&mut buf) {
+                    Ok((len, from)) => {
+                        worked = true;
+                        core.handle_datagram(now(), Bytes::copy_from_slice(&buf[..len]), from);
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                    // ICMP errors surface here on some systems; they concern an earlier send.
+                    Err(_) => {}
+                }
+            }
+            core.handle_timeout(now());
+            while let Some(t) = core.poll_transmit() {
+                pending.push_back(t);
+                worked = true;
+            }
+            while let Some(t) = pending.front() {
+                match socket.try_send_to(&t.payload, t.to) {
+                    Ok(_) => {
+                        pending.pop_front();
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                    Err(_) => {
+                        if let Some(t) = pending.pop_front() {
+                            core.handle_send_error(now(), t.origin);
+                        }
+                    }
+                }
+            }
+            while pending.len() > MAX_PENDING_SENDS {
+                pending.pop_front();
+                send_drops += 1;
+            }
+            if worked {
+                core.record_native_busy(started.elapsed());
+            }
+            if let Some(end) = grace_end {
+                if (core.is_idle() && pending.is_empty()) || Instant::now() >= end {
+                    break;
+                }
+            }
+            let wake = core.poll_timeout().map_or(far, at);
+            let wake = grace_end.map_or(wake, |g| wake.min(g));
+            let stop_at = if grace_end.is_none() {
+                stop_after.unwrap_or(far)
+            } else {
+                far
+            };
+            tokio::select! {
+                r = socket.readable() => r?,
+                r = socket.writable(), if !pending.is_empty() => r?,
+                () = tokio::time::sleep_until(wake.into()) => {}
+                () = tokio::time::sleep_until(stop_at.into()) => {
+                    core.begin_shutdown();
+                    grace_end = Some(Instant::now() + grace);
+                }
+                r = shutdown_rx.changed(), if grace_end.is_none() => {
+                    if r.is_err() || *shutdown_rx.borrow() {
+                        core.begin_shutdown();
+                        grace_end = Some(Instant::now() + grace);
+                    }
+                }
+                Some(reply) = admin_rx.recv() => {
+                    let _ = reply.send(Snapshot {
+                        stats: core.stats(now()),
+                        admission: core.admission_metrics(),
+                        uptime: origin.elapsed(),
+                        local,
+                        send_drops,
+                        draining: grace_end.is_some(),
+                    });
+                }
+            }
+        }
+        if let Some(task) = admin_task {
+            task.abort();
+        }
+        Ok(ProxyReport {
+            local_addr: local,
+            elapsed: origin.elapsed(),
+            stats: core.stats(now()),
+            send_drops,
+        })
+    }
+}
