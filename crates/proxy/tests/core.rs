@@ -1,0 +1,529 @@
+//! The proxy core driven in process with fabricated time: byte-level checks of what it
+//! forwards and generates (RFC 3261 §16), the queue and cost model, admission, bounded
+//! memory and hostile input.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use bytes::Bytes;
+use sluice_proxy::{ProxyConfig, ProxyCore, Transmit};
+use sluice_sip::Message;
+use sluice_time::Time;
+
+const PROXY: &str = "192.0.2.1:5060";
+const UAC: &str = "192.0.2.10:5062";
+const UAS: &str = "192.0.2.20:5070";
+
+fn addr(s: &str) -> SocketAddr {
+    s.parse().unwrap()
+}
+
+fn config() -> ProxyConfig {
+    ProxyConfig {
+        listen: addr(PROXY),
+        next_hop: Some(addr(UAS)),
+        ..ProxyConfig::default()
+    }
+}
+
+fn core_with(config: &ProxyConfig) -> ProxyCore {
+    ProxyCore::new(config, addr(PROXY), Time::ZERO)
+}
+
+/// Feeds one datagram, runs the processor at the same instant, returns what was sent.
+fn step(core: &mut ProxyCore, now: Time, bytes: &[u8], from: &str) -> Vec<Transmit> {
+    core.handle_datagram(now, Bytes::copy_from_slice(bytes), addr(from));
+    core.handle_timeout(now);
+    drain(core)
+}
+
+fn drain(core: &mut ProxyCore) -> Vec<Transmit> {
+    std::iter::from_fn(|| core.poll_transmit()).collect()
+}
+
+fn text(t: &Transmit) -> &str {
+    std::str::from_utf8(&t.payload).unwrap()
+}
+
+fn invite(call: &str, max_forwards: u32) -> String {
+    format!(
+        "INVITE sip:bob@192.0.2.1:5060 SIP/2.0\r\n\
+         Via: SIP/2.0/UDP 192.0.2.10:5062;branch=z9hG4bK{call};rport\r\n\
+         Max-Forwards: {max_forwards}\r\n\
+         From: <sip:alice@192.0.2.10>;tag=a{call}\r\n\
+         To: <sip:bob@192.0.2.1>\r\n\
+         Call-ID: {call}\r\n\
+         CSeq: 1 INVITE\r\n\
+         Contact: <sip:alice@192.0.2.10:5062>\r\n\
+         Content-Length: 0\r\n\r\n"
+    )
+}
+
+/// A response from the UAS to a forwarded request, built from what the proxy sent it.
+fn answer(forwarded: &Transmit, status: u16, reason: &str) -> String {
+    let m = Message::parse(forwarded.payload.clone()).unwrap();
+    let mut out = format!("SIP/2.0 {status} {reason}\r\n");
+    for h in m.headers() {
+        let name = std::str::from_utf8(h.raw_name).unwrap();
+        if ["Via", "Record-Route", "From", "Call-ID", "CSeq"]
+            .iter()
+            .any(|n| n.eq_ignore_ascii_case(name))
+        {
+            out.push_str(&format!("{name}: {}\r\n", String::from_utf8_lossy(h.value)));
+        }
+        if name.eq_ignore_ascii_case("To") {
+            let to = String::from_utf8_lossy(h.value);
+            if status > 100 && !to.contains("tag=") {
+                out.push_str(&format!("To: {to};tag=b1\r\n"));
+            } else {
+                out.push_str(&format!("To: {to}\r\n"));
+            }
+        }
+    }
+    if status / 100 == 2 {
+        out.push_str("Contact: <sip:bob@192.0.2.20:5070>\r\n");
+    }
+    out.push_str("Content-Length: 0\r\n\r\n");
+    out
+}
+
+fn in_dialog(method: &str, call: &str, cseq: u32, branch: &str) -> String {
+    format!(
+        "{method} sip:bob@192.0.2.20:5070 SIP/2.0\r\n\
+         Via: SIP/2.0/UDP 192.0.2.10:5062;branch=z9hG4bK{branch}\r\n\
+         Route: <sip:192.0.2.1:5060;lr>\r\n\
+         Max-Forwards: 70\r\n\
+         From: <sip:alice@192.0.2.10>;tag=a{call}\r\n\
+         To: <sip:bob@192.0.2.1>;tag=b1\r\n\
+         Call-ID: {call}\r\n\
+         CSeq: {cseq} {method}\r\n\
+         Content-Length: 0\r\n\r\n"
+    )
+}
+
+fn only_to<'a>(out: &'a [Transmit], to: &str) -> Vec<&'a Transmit> {
+    out.iter().filter(|t| t.to == addr(to)).collect()
+}
+
+fn status_of(t: &Transmit) -> u16 {
+    Message::parse(t.payload.clone()).unwrap().status().unwrap()
+}
+
+#[test]
+fn invite_is_forwarded_with_via_max_forwards_and_record_route_and_trying_goes_back() {
+    let mut core = core_with(&config());
+    let out = step(&mut core, Time::ZERO, invite("c1", 70).as_bytes(), UAC);
+    assert_eq!(
+        out.len(),
+        2,
+        "100 Trying upstream and the INVITE downstream"
+    );
+    let trying = only_to(&out, UAC);
+    assert_eq!(
+        text(trying[0]),
+        "SIP/2.0 100 Trying\r\n\
+         Via: SIP/2.0/UDP 192.0.2.10:5062;branch=z9hG4bKc1;rport\r\n\
+         From: <sip:alice@192.0.2.10>;tag=ac1\r\n\
+         To: <sip:bob@192.0.2.1>\r\n\
+         Call-ID: c1\r\n\
+         CSeq: 1 INVITE\r\n\
+         Content-Length: 0\r\n\r\n"
+    );
+    let fwd = only_to(&out, UAS);
+    // §16.6: new Via on top with a unique branch, Record-Route with lr, received/rport
+    // filled in on the UAC's Via (RFC 3581), Max-Forwards decremented, the rest verbatim.
+    assert_eq!(
+        text(fwd[0]),
+        "INVITE sip:bob@192.0.2.1:5060 SIP/2.0\r\n\
+         Via: SIP/2.0/UDP 192.0.2.1:5060;branch=z9hG4bKsl1\r\n\
+         Record-Route: <sip:192.0.2.1:5060;lr>\r\n\
+         Via: SIP/2.0/UDP 192.0.2.10:5062;branch=z9hG4bKc1;received=192.0.2.10;rport=5062\r\n\
+         Max-Forwards: 69\r\n\
+         From: <sip:alice@192.0.2.10>;tag=ac1\r\n\
+         To: <sip:bob@192.0.2.1>\r\n\
+         Call-ID: c1\r\n\
+         CSeq: 1 INVITE\r\n\
+         Contact: <sip:alice@192.0.2.10:5062>\r\n\
+         Content-Length: 0\r\n\r\n"
+    );
+    // A retransmission is absorbed by the server transaction (100 resent, nothing forwarded).
+    let again = step(
+        &mut core,
+        Time::from_millis(400),
+        invite("c1", 70).as_bytes(),
+        UAC,
+    );
+    assert_eq!(again.len(), 1);
+    assert_eq!(again[0].to, addr(UAC));
+    assert_eq!(status_of(&again[0]), 100);
+    assert_eq!(core.stats(Time::from_millis(400)).retransmissions_seen(), 1);
+}
+
+#[test]
+fn max_forwards_zero_gets_483_and_nothing_is_forwarded() {
+    let mut core = core_with(&config());
+    let out = step(&mut core, Time::ZERO, invite("c2", 0).as_bytes(), UAC);
+    assert_eq!(out.len(), 1);
+    assert_eq!(out[0].to, addr(UAC));
+    assert!(text(&out[0]).starts_with("SIP/2.0 483 Too Many Hops\r\n"));
+    assert_eq!(core.stats(Time::ZERO).too_many_hops, 1);
+}
+
+#[test]
+fn a_whole_call_goes_through_and_ack_and_bye_follow_the_route() {
+    let mut core = core_with(&config());
+    let out = step(&mut core, Time::ZERO, invite("c3", 70).as_bytes(), UAC);
+    let fwd = only_to(&out, UAS)[0].clone();
+
+    // The UAS's own 100 is hop by hop: not relayed.
+    let t = Time::from_millis(1);
+    assert!(step(&mut core, t, answer(&fwd, 100, "Trying").as_bytes(), UAS).is_empty());
+
+    let ringing = step(&mut core, t, answer(&fwd, 180, "Ringing").as_bytes(), UAS);
+    assert_eq!(ringing.len(), 1);
+    assert_eq!(ringing[0].to, addr(UAC));
+    // §16.7 step 3: our Via is gone, the UAC's (with received/rport) is on top.
+    let ringing_text = text(&ringing[0]);
+    assert!(ringing_text.starts_with("SIP/2.0 180 Ringing\r\n"));
+    assert!(!ringing_text.contains("z9hG4bKsl"), "{ringing_text}");
+    assert!(ringing_text.contains(
+        "\r\nVia: SIP/2.0/UDP 192.0.2.10:5062;branch=z9hG4bKc3;received=192.0.2.10;rport=5062\r\n"
+    ));
+
+    let ok = answer(&fwd, 200, "OK");
+    let relayed = step(&mut core, t, ok.as_bytes(), UAS);
+    assert_eq!(relayed.len(), 1);
+    assert_eq!(status_of(&relayed[0]), 200);
+    // A retransmitted 2xx matches no transaction any more: relayed statelessly.
+    let again = step(&mut core, Time::from_millis(500), ok.as_bytes(), UAS);
+    assert_eq!(again.len(), 1);
+    assert_eq!(again[0].to, addr(UAC));
+    assert_eq!(again[0].payload, relayed[0].payload);
+
+    // ACK for the 2xx: stateless (§16.11), our Route popped, sent to the Request-URI.
+    let ack = step(
+        &mut core,
+        Time::from_millis(501),
+        in_dialog("ACK", "c3", 1, "c3ack").as_bytes(),
+        UAC,
+    );
+    assert_eq!(ack.len(), 1);
+    assert_eq!(ack[0].to, addr(UAS));
+    let ack_text = text(&ack[0]);
+    assert!(ack_text.starts_with(
+        "ACK sip:bob@192.0.2.20:5070 SIP/2.0\r\nVia: SIP/2.0/UDP 192.0.2.1:5060;branch=z9hG4bKsla"
+    ));
+    assert!(!ack_text.contains("Route:"), "{ack_text}");
+    assert!(ack_text.contains("Max-Forwards: 69\r\n"));
+    // The same ACK again gets the same branch (stateless forwarding is a function).
+    let ack2 = step(
+        &mut core,
+        Time::from_millis(502),
+        in_dialog("ACK", "c3", 1, "c3ack").as_bytes(),
+        UAC,
+    );
+    assert_eq!(ack2[0].payload, ack[0].payload);
+
+    // BYE: stateful, routed to the Request-URI (the UAS's Contact), no Record-Route added.
+    let bye = step(
+        &mut core,
+        Time::from_millis(600),
+        in_dialog("BYE", "c3", 2, "c3bye").as_bytes(),
+        UAC,
+    );
+    assert_eq!(bye.len(), 1);
+    assert_eq!(bye[0].to, addr(UAS));
+    assert!(!text(&bye[0]).contains("Route"));
+    let bye_ok = step(
+        &mut core,
+        Time::from_millis(601),
+        answer(&bye[0], 200, "OK").as_bytes(),
+        UAS,
+    );
+    assert_eq!(bye_ok.len(), 1);
+    assert_eq!(bye_ok[0].to, addr(UAC));
+    assert!(text(&bye_ok[0]).contains("CSeq: 2 BYE\r\n"));
+    let s = core.stats(Time::from_millis(601));
+    assert_eq!(
+        (s.forwarded_requests, s.forwarded_acks, s.pending_requests),
+        (2, 2, 0)
+    );
+    assert!(core.is_idle());
+}
+
+#[test]
+fn cancel_is_answered_and_passed_on_and_the_487_comes_back() {
+    let mut core = core_with(&config());
+    let out = step(&mut core, Time::ZERO, invite("c4", 70).as_bytes(), UAC);
+    let fwd = only_to(&out, UAS)[0].clone();
+    let t = Time::from_millis(5);
+    step(&mut core, t, answer(&fwd, 180, "Ringing").as_bytes(), UAS);
+    let cancel = "CANCEL sip:bob@192.0.2.1:5060 SIP/2.0\r\n\
+                  Via: SIP/2.0/UDP 192.0.2.10:5062;branch=z9hG4bKc4;rport\r\n\
+                  Max-Forwards: 70\r\n\
+                  From: <sip:alice@192.0.2.10>;tag=ac4\r\n\
+                  To: <sip:bob@192.0.2.1>\r\n\
+                  Call-ID: c4\r\n\
+                  CSeq: 1 CANCEL\r\n\
+                  Content-Length: 0\r\n\r\n";
+    let out = step(&mut core, t, cancel.as_bytes(), UAC);
+    assert_eq!(out.len(), 2);
+    let up = only_to(&out, UAC);
+    assert!(text(up[0]).starts_with("SIP/2.0 200 OK\r\n"));
+    assert!(text(up[0]).contains("CSeq: 1 CANCEL\r\n"));
+    let down = only_to(&out, UAS);
+    // §9.1: the CANCEL carries the branch of the INVITE it cancels (ours, not the UAC's).
+    assert!(text(down[0]).starts_with(
+        "CANCEL sip:bob@192.0.2.1:5060 SIP/2.0\r\nVia: SIP/2.0/UDP 192.0.2.1:5060;branch=z9hG4bKsl1\r\n"
+    ));
+    let terminated = step(
+        &mut core,
+        t,
+        answer(&fwd, 487, "Request Terminated").as_bytes(),
+        UAS,
+    );
+    // The 487 goes upstream; the client transaction ACKs it downstream.
+    assert_eq!(terminated.len(), 2);
+    assert_eq!(status_of(only_to(&terminated, UAC)[0]), 487);
+    assert!(text(only_to(&terminated, UAS)[0]).starts_with("ACK "));
+    assert_eq!(core.stats(t).cancels, 1);
+}
+
+#[test]
+fn silent_next_hop_becomes_408_upstream_after_timer_b() {
+    let mut core = core_with(&config());
+    let out = step(&mut core, Time::ZERO, invite("c5", 70).as_bytes(), UAC);
+    assert_eq!(out.len(), 2);
+    let mut to_uas = 0;
+    let mut upstream = Vec::new();
+    let mut first_upstream = None;
+    let mut now = Time::ZERO;
+    while let Some(next) = core.poll_timeout() {
+        if next > Time::from_secs(40) {
+            break;
+        }
+        now = next;
+        core.handle_timeout(now);
+        for t in drain(&mut core) {
+            if t.to == addr(UAS) {
+                to_uas += 1;
+            } else {
+                first_upstream.get_or_insert(now);
+                upstream.push(t);
+            }
+        }
+    }
+    // Timer A retransmits at 0.5, 1.5, 3.5, 7.5, 15.5, 31.5 s; Timer B fires at 32 s.
+    assert_eq!(to_uas, 6);
+    assert_eq!(first_upstream, Some(Time::from_secs(32)));
+    // The 408 and its Timer G retransmissions (the UAC here never ACKs).
+    assert!(upstream
+        .iter()
+        .all(|t| text(t).starts_with("SIP/2.0 408 Request Timeout\r\n")));
+    assert_eq!(core.stats(now).timeouts_408, 1);
+}
+
+#[test]
+fn a_full_transaction_table_refuses_with_503_and_memory_stays_bounded() {
+    let mut cfg = config();
+    cfg.max_transactions = 20;
+    let mut core = core_with(&cfg);
+    let mut answered_503 = 0;
+    let mut forwarded = 0;
+    for i in 0..100 {
+        let now = Time::from_millis(i);
+        for t in step(&mut core, now, invite(&format!("m{i}"), 70).as_bytes(), UAC) {
+            if t.to == addr(UAS) {
+                forwarded += 1;
+            } else if status_of(&t) == 503 {
+                answered_503 += 1;
+            }
+        }
+        assert!(core.stats(now).transactions <= 20);
+    }
+    // Each proxied INVITE takes two slots (server + client).
+    assert_eq!(forwarded, 10);
+    assert_eq!(answered_503, 90);
+    let s = core.stats(Time::from_millis(100));
+    assert!(s.refused_table_full >= 90, "{}", s.refused_table_full);
+    // Once the silent next hop times out, the table empties and calls go through again.
+    let mut now = Time::ZERO;
+    while let Some(next) = core.poll_timeout() {
+        now = next;
+        core.handle_timeout(now);
+        drain(&mut core);
+    }
+    assert_eq!(core.stats(now).transactions, 0);
+    let out = step(&mut core, now, invite("late", 70).as_bytes(), UAC);
+    assert_eq!(only_to(&out, UAS).len(), 1);
+}
+
+#[test]
+fn virtual_cost_paces_the_processor_and_a_full_queue_drops() {
+    let mut cfg = config();
+    cfg.cost_forward_us = 1_000;
+    cfg.queue_capacity = 5;
+    let mut core = core_with(&cfg);
+    for i in 0..8 {
+        core.handle_datagram(
+            Time::ZERO,
+            Bytes::from(invite(&format!("q{i}"), 70)),
+            addr(UAC),
+        );
+    }
+    let s = core.stats(Time::ZERO);
+    assert_eq!((s.queue_len, s.dropped_queue_full), (5, 3));
+    // One message per virtual millisecond: nothing before 1 ms, then one at each ms.
+    assert_eq!(core.poll_timeout(), Some(Time::from_millis(1)));
+    core.handle_timeout(Time::from_micros(999));
+    assert!(drain(&mut core).is_empty());
+    core.handle_timeout(Time::from_micros(2_500));
+    assert_eq!(only_to(&drain(&mut core), UAS).len(), 2);
+    assert_eq!(core.poll_timeout(), Some(Time::from_millis(3)));
+    // A late wake-up processes the whole backlog whose time has come, in one batch.
+    core.handle_timeout(Time::from_millis(10));
+    assert_eq!(only_to(&drain(&mut core), UAS).len(), 3);
+    let s = core.stats(Time::from_millis(10));
+    assert_eq!(s.busy_virtual, Duration::from_millis(5));
+    assert_eq!(s.queue_len, 0);
+}
+
+#[test]
+fn threshold_admission_rejects_new_sessions_only_with_retry_after() {
+    let mut cfg = config();
+    cfg.cost_forward_us = 10_000;
+    cfg.admission.policy = "threshold".parse().unwrap();
+    cfg.admission.threshold.high_watermark = 3;
+    cfg.admission.threshold.low_watermark = 1;
+    cfg.admission.retry_after_s = 2;
+    let mut core = core_with(&cfg);
+    for i in 0..6 {
+        core.handle_datagram(
+            Time::ZERO,
+            Bytes::from(invite(&format!("t{i}"), 70)),
+            addr(UAC),
+        );
+    }
+    // An in-dialog request at the same moment is admitted although the policy is rejecting.
+    core.handle_datagram(
+        Time::ZERO,
+        Bytes::from(in_dialog("BYE", "old", 2, "oldbye")),
+        addr(UAC),
+    );
+    let s = core.stats(Time::ZERO);
+    assert_eq!((s.admitted, s.rejected_policy), (4, 3));
+    core.handle_timeout(Time::from_secs(1));
+    let out = drain(&mut core);
+    let rejections: Vec<_> = out
+        .iter()
+        .filter(|t| text(t).starts_with("SIP/2.0 503"))
+        .collect();
+    assert_eq!(rejections.len(), 3);
+    assert!(text(rejections[0]).contains("\r\nRetry-After: 2\r\n"));
+    assert_eq!(only_to(&out, UAS).len(), 4, "3 INVITEs and the BYE");
+}
+
+#[test]
+fn shutdown_rejects_new_invites_but_finishes_running_calls() {
+    let mut core = core_with(&config());
+    let out = step(&mut core, Time::ZERO, invite("s1", 70).as_bytes(), UAC);
+    let fwd = only_to(&out, UAS)[0].clone();
+    core.begin_shutdown();
+    assert!(!core.is_idle());
+    let out = step(&mut core, Time::ZERO, invite("s2", 70).as_bytes(), UAC);
+    assert_eq!(out.len(), 1);
+    assert!(text(&out[0]).starts_with("SIP/2.0 503 Service Unavailable\r\n"));
+    let ok = step(
+        &mut core,
+        Time::from_millis(1),
+        answer(&fwd, 200, "OK").as_bytes(),
+        UAS,
+    );
+    assert_eq!(status_of(&ok[0]), 200);
+    assert!(core.is_idle());
+}
+
+#[test]
+fn garbage_is_counted_answered_or_dropped_and_the_call_survives() {
+    let mut cfg = config();
+    cfg.max_datagram = 4_096;
+    let mut core = core_with(&cfg);
+    let mut garbage: Vec<Vec<u8>> = vec![
+        Vec::new(),
+        b"\r\n\r\n".to_vec(),
+        b"hello world".to_vec(),
+        vec![0xff; 300],
+        vec![b'A'; 8_000], // oversized
+        invite("g", 70).as_bytes()[..90].to_vec(),
+        b"SIP/2.0 200 OK\r\nContent-Length: 0\r\n\r\n".to_vec(),
+    ];
+    // Parses, but fails validation (no From): answered 400.
+    garbage.push(
+        b"OPTIONS sip:x@192.0.2.1 SIP/2.0\r\nVia: SIP/2.0/UDP 192.0.2.30:5060;branch=z9hG4bKbad\r\n\
+          To: <sip:x@192.0.2.1>\r\nCall-ID: bad\r\nCSeq: 1 OPTIONS\r\nContent-Length: 0\r\n\r\n"
+            .to_vec(),
+    );
+    // A pseudo-random mutation of a real INVITE, many times over.
+    let base = invite("mut", 70).into_bytes();
+    let mut seed = 0x9e37_79b9_u32;
+    for _ in 0..500 {
+        let mut m = base.clone();
+        for _ in 0..4 {
+            seed ^= seed << 13;
+            seed ^= seed >> 17;
+            seed ^= seed << 5;
+            let i = seed as usize % m.len();
+            m[i] = (seed >> 8) as u8;
+        }
+        garbage.push(m);
+    }
+    let mut now = Time::ZERO;
+    let mut bad_request_answers = 0;
+    let mut call_out = Vec::new();
+    for (i, g) in garbage.iter().enumerate() {
+        now = Time::from_micros(i as u64 * 10);
+        for t in step(&mut core, now, g, "192.0.2.30:5060") {
+            if t.to == addr("192.0.2.30:5060") && t.payload.starts_with(b"SIP/2.0 400 ") {
+                bad_request_answers += 1;
+            }
+        }
+        if i == 3 {
+            call_out = step(&mut core, now, invite("good", 70).as_bytes(), UAC);
+        }
+    }
+    let s = core.stats(now);
+    assert_eq!(s.oversized, 1);
+    assert!(s.malformed >= 4, "{s:?}");
+    assert!(bad_request_answers >= 1);
+    // The admitted call between the garbage completes.
+    let fwd = only_to(&call_out, UAS)[0].clone();
+    let ok = step(&mut core, now, answer(&fwd, 200, "OK").as_bytes(), UAS);
+    assert_eq!(only_to(&ok, UAC).len(), 1);
+    assert_eq!(status_of(only_to(&ok, UAC)[0]), 200);
+}
+
+#[test]
+fn static_rules_route_by_request_uri_user_and_host() {
+    let mut cfg = config();
+    cfg.routes = vec![
+        sluice_proxy::RouteRule {
+            host: None,
+            user: Some("carol".into()),
+            next_hop: addr("192.0.2.40:5060"),
+        },
+        sluice_proxy::RouteRule {
+            host: Some("example.com".into()),
+            user: None,
+            next_hop: addr("192.0.2.50:5060"),
+        },
+    ];
+    let mut core = core_with(&cfg);
+    let carol = invite("r1", 70).replace("INVITE sip:bob@", "INVITE sip:carol@");
+    let out = step(&mut core, Time::ZERO, carol.as_bytes(), UAC);
+    assert_eq!(only_to(&out, "192.0.2.40:5060").len(), 1);
+    let example = invite("r2", 70).replace("sip:bob@192.0.2.1:5060 SIP", "sip:bob@EXAMPLE.com SIP");
+    let out = step(&mut core, Time::ZERO, example.as_bytes(), UAC);
+    assert_eq!(only_to(&out, "192.0.2.50:5060").len(), 1);
+    let out = step(&mut core, Time::ZERO, invite("r3", 70).as_bytes(), UAC);
+    assert_eq!(only_to(&out, UAS).len(), 1);
+}
