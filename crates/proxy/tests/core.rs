@@ -2,6 +2,7 @@
 //! forwards and generates (RFC 3261 §16), the queue and cost model, admission, bounded
 //! memory and hostile input.
 
+use std::fmt::Write as _;
 use std::net::SocketAddr;
 use std::time::Duration;
 
@@ -69,14 +70,14 @@ fn answer(forwarded: &Transmit, status: u16, reason: &str) -> String {
             .iter()
             .any(|n| n.eq_ignore_ascii_case(name))
         {
-            out.push_str(&format!("{name}: {}\r\n", String::from_utf8_lossy(h.value)));
+            let _ = write!(out, "{name}: {}\r\n", String::from_utf8_lossy(h.value));
         }
         if name.eq_ignore_ascii_case("To") {
             let to = String::from_utf8_lossy(h.value);
             if status > 100 && !to.contains("tag=") {
-                out.push_str(&format!("To: {to};tag=b1\r\n"));
+                let _ = write!(out, "To: {to};tag=b1\r\n");
             } else {
-                out.push_str(&format!("To: {to}\r\n"));
+                let _ = write!(out, "To: {to}\r\n");
             }
         }
     }
