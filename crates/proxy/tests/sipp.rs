@@ -91,7 +91,7 @@ fn last_stats(path: &Path) -> Vec<(String, String)> {
     let text = std::fs::read_to_string(path).unwrap_or_default();
     let mut lines = text.lines().filter(|l| !l.trim().is_empty());
     let header: Vec<&str> = lines.next().unwrap_or_default().split(';').collect();
-    let last: Vec<&str> = lines.last().unwrap_or_default().split(';').collect();
+    let last: Vec<&str> = lines.next_back().unwrap_or_default().split(';').collect();
     header
         .iter()
         .zip(last)
