@@ -107,6 +107,8 @@ pub fn run(args: &ProxyArgs) -> Result<(), String> {
         .build()
         .map_err(|e| format!("cannot start the runtime: {e}"))?;
     let report = runtime.block_on(async move {
+        // Handlers first, so a signal arriving right after start-up is not fatal.
+        let signals = Signals::install();
         let listen = config.listen;
         let proxy = Proxy::bind(config)
             .await
@@ -117,7 +119,7 @@ pub fn run(args: &ProxyArgs) -> Result<(), String> {
         }
         let stop = proxy.shutdown_handle();
         tokio::spawn(async move {
-            wait_for_signal().await;
+            signals.wait().await;
             eprintln!("sluice proxy: shutting down (new INVITEs get 503)");
             stop.shutdown();
         });
@@ -127,18 +129,30 @@ pub fn run(args: &ProxyArgs) -> Result<(), String> {
     Ok(())
 }
 
-async fn wait_for_signal() {
-    use tokio::signal::unix::{signal, SignalKind};
-    let (Ok(mut int), Ok(mut term)) = (
-        signal(SignalKind::interrupt()),
-        signal(SignalKind::terminate()),
-    ) else {
-        // Without signal handlers the proxy still stops by --duration or the default action.
-        std::future::pending::<()>().await;
-        return;
-    };
-    tokio::select! {
-        _ = int.recv() => {}
-        _ = term.recv() => {}
+/// SIGINT and SIGTERM, both starting the graceful shutdown.
+struct Signals(Option<(tokio::signal::unix::Signal, tokio::signal::unix::Signal)>);
+
+impl Signals {
+    fn install() -> Signals {
+        use tokio::signal::unix::{signal, SignalKind};
+        match (
+            signal(SignalKind::interrupt()),
+            signal(SignalKind::terminate()),
+        ) {
+            (Ok(int), Ok(term)) => Signals(Some((int, term))),
+            // Without handlers the proxy still stops by --duration or the default action.
+            _ => Signals(None),
+        }
+    }
+
+    async fn wait(self) {
+        let Some((mut int, mut term)) = self.0 else {
+            std::future::pending::<()>().await;
+            return;
+        };
+        tokio::select! {
+            _ = int.recv() => {}
+            _ = term.recv() => {}
+        }
     }
 }
