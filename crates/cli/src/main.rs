@@ -10,6 +10,7 @@ mod plot;
 mod proxy;
 mod sim;
 mod sip;
+mod tune;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -43,6 +44,8 @@ enum Command {
         #[command(subcommand)]
         command: sip::SipCommand,
     },
+    /// Tune the PI controller's gains by Extremum Seeking against the simulator.
+    Tune(tune::TuneArgs),
 }
 
 fn main() -> ExitCode {
@@ -53,6 +56,7 @@ fn main() -> ExitCode {
         Command::Load { command } => load::run(&command),
         Command::Sim(args) => sim::run(&args),
         Command::Sip { command } => sip::run(command),
+        Command::Tune(args) => tune::run(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -190,6 +190,15 @@ pub fn run(args: &SimArgs) -> Result<(), String> {
 pub(crate) fn run_points(points: &[RunPoint], jobs: usize) -> Vec<RunReport> {
     // Progress is for people watching a terminal; logs and pipes get the summary only.
     let show_progress = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    run_points_with(points, jobs, show_progress)
+}
+
+/// [`run_points`] without progress output (for callers that run many small batches).
+pub(crate) fn run_points_quiet(points: &[RunPoint], jobs: usize) -> Vec<RunReport> {
+    run_points_with(points, jobs, false)
+}
+
+fn run_points_with(points: &[RunPoint], jobs: usize, show_progress: bool) -> Vec<RunReport> {
     let next = AtomicUsize::new(0);
     let done = AtomicUsize::new(0);
     let slots: Mutex<Vec<Option<RunReport>>> = Mutex::new(vec![None; points.len()]);

@@ -50,6 +50,7 @@ mod node;
 mod re;
 pub mod report;
 pub mod scenario;
+pub mod tuning;
 mod se;
 mod ua;
 mod wire;
