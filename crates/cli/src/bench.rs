@@ -11,6 +11,10 @@ pub enum BenchCommand {
     /// Simulator speed: simulated SIP messages per wall-clock second on one core, and the
     /// wall time of the whole Shen 2008 fig. 21 sweep on all cores.
     Sim(SimBenchArgs),
+    /// Proxy throughput on loopback: a UAS, the proxy under test (sluice, Kamailio or any
+    /// command) and a UAC; ramps the call rate and reports the highest rate with no failed
+    /// call and no retransmission.
+    Proxy(crate::load::ProxyBenchArgs),
 }
 
 #[derive(Args, Debug)]
@@ -33,6 +37,7 @@ const TARGET_SWEEP_SECONDS: f64 = 30.0;
 pub fn run(command: &BenchCommand) -> Result<(), String> {
     match command {
         BenchCommand::Sim(args) => bench_sim(args),
+        BenchCommand::Proxy(args) => crate::load::bench_proxy(args),
     }
 }
 

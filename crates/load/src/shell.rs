@@ -276,3 +276,39 @@ pub fn run_uas(
         socket_errors: io.socket_errors,
     })
 }
+
+/// Waits until something answers SIP at `target`: sends OPTIONS every 100 ms from a
+/// throwaway socket until any datagram comes back or `timeout` passes. For waiting on a
+/// proxy or UAS that another process is starting.
+pub fn probe(target: SocketAddr, timeout: Duration) -> bool {
+    let local: SocketAddr = if target.is_ipv4() {
+        SocketAddr::from(([127, 0, 0, 1], 0))
+    } else {
+        SocketAddr::from((std::net::Ipv6Addr::LOCALHOST, 0))
+    };
+    let Ok(socket) = std::net::UdpSocket::bind(local) else {
+        return false;
+    };
+    let Ok(local) = socket.local_addr() else {
+        return false;
+    };
+    let _ = socket.set_read_timeout(Some(Duration::from_millis(100)));
+    let deadline = Instant::now() + timeout;
+    let mut buf = [0u8; 4096];
+    for i in 0u32.. {
+        if Instant::now() >= deadline {
+            return false;
+        }
+        let options = format!(
+            "OPTIONS sip:probe@{target} SIP/2.0\r\nVia: SIP/2.0/UDP {local};branch=z9hG4bK-probe-{i}\r\n\
+             Max-Forwards: 70\r\nFrom: <sip:probe@{local}>;tag=p{i}\r\nTo: <sip:probe@{target}>\r\n\
+             Call-ID: probe-{i}-{}@sluice\r\nCSeq: 1 OPTIONS\r\nContent-Length: 0\r\n\r\n",
+            local.port()
+        );
+        let _ = socket.send_to(options.as_bytes(), target);
+        if socket.recv_from(&mut buf).is_ok() {
+            return true;
+        }
+    }
+    false
+}

@@ -225,6 +225,10 @@ impl Uac {
         if self.done {
             return;
         }
+        // Seconds that ended before `now` close first: what happens at `now` belongs to the next.
+        while self.next_row <= now {
+            self.close_second();
+        }
         self.txn.handle_timeout(now);
         self.drain(now);
         while self.arrivals.pop_due(now).is_some() {
@@ -240,9 +244,6 @@ impl Uac {
             self.hangups.pop();
             self.hang_up(now, call);
         }
-        while self.next_row <= now {
-            self.close_second();
-        }
         if let Some(ended) = self.arrivals_ended {
             if self.calls.is_empty() || now >= ended + self.cfg.drain_timeout {
                 self.finish(now);
@@ -252,6 +253,9 @@ impl Uac {
 
     /// A datagram arrived from `from`.
     pub fn handle_datagram(&mut self, now: Time, payload: Bytes, from: SocketAddr) {
+        while !self.done && self.next_row <= now {
+            self.close_second();
+        }
         self.messages_received += 1;
         let Ok(msg) = Message::parse(payload) else {
             self.malformed_received += 1;
@@ -598,7 +602,12 @@ impl Uac {
     }
 
     fn close_second(&mut self) {
-        let second = self.next_row.saturating_since(self.start).as_secs();
+        // The row is labelled with the end of its interval; a final partial second rounds up.
+        let second = self
+            .next_row
+            .saturating_since(self.start)
+            .as_secs_f64()
+            .ceil() as u64;
         let row = SecondRow {
             second,
             counts: self.second,
@@ -619,7 +628,7 @@ impl Uac {
 
     /// Stops: the last, partial second becomes a row; calls still in progress are unfinished.
     fn finish(&mut self, now: Time) {
-        if self.second != Counts::default() || now > self.next_row - Duration::from_secs(1) {
+        if now > self.next_row - Duration::from_secs(1) {
             self.next_row = now;
             self.close_second();
         }
