@@ -158,6 +158,7 @@ pub(crate) fn status_json(
             "503_transport": s.transport_503,
             "cancel_200": s.cancels,
         },
+        "timer_c": {"cancels": s.timer_c_cancels, "abandoned": s.timer_c_abandoned},
         "retransmissions_seen": s.retransmissions_seen(),
         "retransmissions_sent": s.retransmissions_sent(),
         "send_errors": s.send_errors,
@@ -270,6 +271,12 @@ pub(crate) fn render_metrics(s: &Snapshot) -> String {
         "retransmissions_sent",
         "Retransmissions sent by the proxy's transaction timers",
         st.retransmissions_sent(),
+    );
+    counter(
+        &mut reg,
+        "timer_c_cancels",
+        "INVITE branches cancelled by Timer C",
+        st.timer_c_cancels,
     );
     counter(
         &mut reg,

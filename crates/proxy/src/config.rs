@@ -32,6 +32,9 @@ pub struct ProxyConfig {
     pub cost_reject_us: u64,
     /// Most transactions (client and server) held at once; requests beyond get 503.
     pub max_transactions: usize,
+    /// Timer C (RFC 3261 §16.6 step 11): an INVITE branch with no final response this long
+    /// after it was forwarded is CANCELled. "Greater than 3 minutes" in the RFC.
+    pub timer_c_s: f64,
     /// Datagrams larger than this are dropped (and counted) before parsing.
     pub max_datagram: usize,
     /// Receive-stage admission policy.
@@ -57,6 +60,7 @@ impl Default for ProxyConfig {
             cost_forward_us: 0,
             cost_reject_us: 0,
             max_transactions: 200_000,
+            timer_c_s: 181.0,
             max_datagram: 65_535,
             admission: AdmissionConfig::default(),
             admin: None,
@@ -191,6 +195,12 @@ impl ProxyConfig {
                 self.shutdown_grace_s
             ));
         }
+        if !self.timer_c_s.is_finite() || self.timer_c_s < 1.0 {
+            return bad(format!(
+                "timer_c_s must be at least 1 second, not {}",
+                self.timer_c_s
+            ));
+        }
         if let Some(d) = self.duration_s {
             if !d.is_finite() || d <= 0.0 {
                 return bad(format!("duration_s must be a positive number, not {d}"));
@@ -230,6 +240,10 @@ impl ProxyConfig {
             bound.ip()
         };
         SocketAddr::new(ip, bound.port()).to_string()
+    }
+
+    pub fn timer_c(&self) -> Duration {
+        Duration::from_secs_f64(self.timer_c_s)
     }
 
     pub fn cost_forward(&self) -> Duration {

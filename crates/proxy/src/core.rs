@@ -120,8 +120,12 @@ pub struct CoreStats {
     pub loops: u64,
     /// 503 because the transaction table was full.
     pub refused_table_full: u64,
-    /// 408 sent upstream after a client transaction timed out (§16.9).
+    /// 408 sent upstream after a client transaction timed out (§16.9) or Timer C gave up.
     pub timeouts_408: u64,
+    /// INVITE branches CANCELled because Timer C fired (§16.8).
+    pub timer_c_cancels: u64,
+    /// INVITE branches abandoned 64*T1 after their Timer C CANCEL got no final response.
+    pub timer_c_abandoned: u64,
     /// 503 sent upstream after a transport error towards the next hop (§16.9).
     pub transport_503: u64,
     /// CANCELs answered 200 (§16.10).
@@ -178,6 +182,8 @@ struct Link {
     provisional_seen: bool,
     final_relayed: bool,
     cancel_pending: bool,
+    /// Timer C fired once (CANCEL sent); the next firing gives up on the branch.
+    timer_c_fired: bool,
 }
 
 /// Why a request could not be routed.
@@ -207,6 +213,11 @@ pub struct ProxyCore {
     local: SocketAddr,
     record_route: Vec<u8>,
     links: HashMap<ClientTxId, Link>,
+    /// Timer C (§16.6 step 11, §16.8) per proxied INVITE, in deadline order (one duration,
+    /// so a FIFO suffices); entries of finished branches are skipped when they come up.
+    timer_c: VecDeque<(Time, ClientTxId)>,
+    timer_c_duration: Duration,
+    t1_x64: Duration,
     by_server: HashMap<ServerTxId, ClientTxId>,
     branch_counter: u64,
     via_buf: Vec<u8>,
@@ -296,6 +307,9 @@ impl ProxyCore {
             local,
             record_route,
             links: HashMap::new(),
+            timer_c: VecDeque::new(),
+            timer_c_duration: config.timer_c(),
+            t1_x64: TxnConfig::default().t1_x64(),
             by_server: HashMap::new(),
             branch_counter: 0,
             via_buf: Vec::with_capacity(128),
@@ -407,17 +421,65 @@ impl ProxyCore {
             self.admission.handle_timeout(now);
         }
         self.run_processor(now);
+        self.fire_timer_c(now);
         self.roll_window(now);
+    }
+
+    /// §16.8: an INVITE branch without a final response when Timer C fires is CANCELled
+    /// (if it had a provisional; else Timer B ends it first). If the next hop does not
+    /// answer the CANCEL with a final response within 64*T1, the branch is abandoned and
+    /// the caller gets 408, so a silent next hop cannot hold memory forever.
+    fn fire_timer_c(&mut self, now: Time) {
+        while let Some(&(deadline, client)) = self.timer_c.front() {
+            if deadline > now {
+                break;
+            }
+            self.timer_c.pop_front();
+            let Some(link) = self.links.get_mut(&client) else {
+                continue;
+            };
+            if link.final_relayed {
+                continue;
+            }
+            if link.timer_c_fired {
+                self.stats.timer_c_abandoned += 1;
+                self.fail_upstream(now, client, 408);
+                self.txn.terminate_tx(TxId::Client(client));
+                self.drain_txn(now);
+                continue;
+            }
+            link.timer_c_fired = true;
+            self.stats.timer_c_cancels += 1;
+            if link.provisional_seen {
+                let _ = self.txn.cancel(now, client);
+            } else {
+                link.cancel_pending = true;
+            }
+            self.timer_c.push_back((now + self.t1_x64, client));
+            self.drain_txn(now);
+        }
+        // Bounded: finished branches leave their entries behind until their deadline; drop
+        // them early if they outnumber what the transaction table can hold.
+        if self.timer_c.len() > self.links.len().max(1024) * 2 {
+            let links = &self.links;
+            self.timer_c.retain(|(_, c)| links.contains_key(c));
+        }
     }
 
     /// The earliest instant [`handle_timeout`](Self::handle_timeout) has work: the head of
     /// the queue completes, a transaction timer fires, or the admission policy ticks.
     pub fn poll_timeout(&mut self) -> Option<Time> {
         let head = self.queue.front().map(|q| self.completion_of(q));
-        [head, self.txn.poll_timeout(), self.admission.poll_timeout()]
-            .into_iter()
-            .flatten()
-            .min()
+        let timer_c = self.timer_c.front().map(|&(t, _)| t);
+        [
+            head,
+            self.txn.poll_timeout(),
+            self.admission.poll_timeout(),
+            timer_c,
+        ]
+        .into_iter()
+        .flatten()
+        .min()
     }
 
     /// The next datagram to send.
@@ -713,9 +775,14 @@ impl ProxyCore {
                         provisional_seen: false,
                         final_relayed: false,
                         cancel_pending: false,
+                        timer_c_fired: false,
                     },
                 );
                 self.by_server.insert(tx, client);
+                if invite {
+                    self.timer_c
+                        .push_back((now + self.timer_c_duration, client));
+                }
             }
         } else {
             self.stats.refused_table_full += 1;

@@ -528,3 +528,42 @@ fn static_rules_route_by_request_uri_user_and_host() {
     let out = step(&mut core, Time::ZERO, invite("r3", 70).as_bytes(), UAC);
     assert_eq!(only_to(&out, UAS).len(), 1);
 }
+
+#[test]
+fn timer_c_cancels_a_ringing_branch_and_then_gives_up_on_a_silent_next_hop() {
+    let mut cfg = config();
+    cfg.timer_c_s = 10.0;
+    let mut core = core_with(&cfg);
+    let out = step(&mut core, Time::ZERO, invite("tc", 70).as_bytes(), UAC);
+    let fwd = only_to(&out, UAS)[0].clone();
+    step(
+        &mut core,
+        Time::from_millis(1),
+        answer(&fwd, 180, "Ringing").as_bytes(),
+        UAS,
+    );
+    let mut cancel_at = None;
+    let mut first_408_at = None;
+    let mut now = Time::ZERO;
+    while let Some(next) = core.poll_timeout() {
+        if next > Time::from_secs(60) {
+            break;
+        }
+        now = next;
+        core.handle_timeout(now);
+        for t in drain(&mut core) {
+            if t.to == addr(UAS) && text(&t).starts_with("CANCEL ") {
+                cancel_at.get_or_insert(now);
+            }
+            if t.to == addr(UAC) && text(&t).starts_with("SIP/2.0 408 ") {
+                first_408_at.get_or_insert(now);
+            }
+        }
+    }
+    // Timer C at 10 s sends the CANCEL; 64*T1 later the branch is abandoned with a 408.
+    assert_eq!(cancel_at, Some(Time::from_secs(10)));
+    assert_eq!(first_408_at, Some(Time::from_secs(42)));
+    let s = core.stats(now);
+    assert_eq!((s.timer_c_cancels, s.timer_c_abandoned), (1, 1));
+    assert_eq!(s.pending_requests, 0);
+}
