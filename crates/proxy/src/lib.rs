@@ -67,7 +67,44 @@
 //!
 //! Occupancy (the busy fraction of the processor) is the virtual busy time of the messages
 //! processed in a window plus the native processing time the shell measures and reports
-//! with [`ProxyCore::record_native_busy`], divided by the window, capped at 1.
+//! with [`ProxyCore::record_native_busy`] (the wall time of each loop iteration that did work:
+//! socket reads and writes included), divided by the window (one second), capped at 1.
+//!
+//! # Routing (§16.4–16.6)
+//!
+//! A top Route naming this proxy (its advertised host and port, or its bound address) is
+//! popped. Then the first that applies: the next Route (an IP address; no DNS); for
+//! requests inside a dialog (To tag) the Request-URI's address (the peer's Contact), then the
+//! rules and `next_hop`; for new requests the first matching rule (Request-URI user and/or
+//! host), `next_hop`, then the Request-URI's address. Nothing applies: 404. A route back to
+//! this proxy: 482. INVITE and SUBSCRIBE outside a dialog get `Record-Route: <sip:ADVERTISED;lr>`,
+//! so the ACK for a 2xx and the BYE come back through the proxy.
+//!
+//! # What the proxy does per message
+//!
+//! * Receive stage: oversized datagrams and those `Message::parse` rejects are dropped and
+//!   counted (no Via to answer along). The admission policy sees every message; only new
+//!   sessions (INVITE without To tag) can be rejected.
+//! * Processor: full validation (`Message::validate`); an invalid request other than ACK is
+//!   answered 400 statelessly, anything else invalid is dropped and counted. Then the
+//!   transaction layer: retransmissions and ACKs for 3xx–6xx are absorbed there; new requests
+//!   reach the proxy logic: 100 Trying for INVITE, Max-Forwards 0 → 483, CANCEL → 200 and a
+//!   CANCEL down the branch once it has a provisional (§9.1, §16.10), otherwise forward on a
+//!   client transaction (a full table → 503). Responses: 100 ends here, the rest go upstream
+//!   with our Via popped; timeout → 408, transport error → 503 (§16.9). Timer C (default
+//!   181 s) CANCELs an unanswered INVITE branch and abandons it with 408 64*T1 later.
+//! * Stateless: the ACK for a 2xx (branch derived from the received one, so retransmitted
+//!   ACKs are identical) and 2xx responses that match no transaction (retransmissions; sent
+//!   along the next Via's `received`/`rport`).
+//!
+//! # Not yet
+//!
+//! UDP only (no TCP/TLS), no DNS, one branch per request (no forking), RFC 3261's INVITE
+//! server transaction ends on the 2xx (RFC 6026's Accepted state is not used, so an INVITE
+//! retransmitted after the 2xx would be proxied again; the 100 Trying makes that rare), and
+//! the `pi` policy, which drains the queue itself, is not wired (the dequeue hook).
+//!
+//! `cargo bench -p sluice-proxy --bench core` measures the core without sockets.
 
 mod admin;
 mod config;
