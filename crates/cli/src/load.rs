@@ -262,6 +262,12 @@ fn run_uas(args: &UasArgs) -> Result<(), String> {
 
 // ---- sluice bench proxy ----
 
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum GeneratorArg {
+    Sluice,
+    Sipp,
+}
+
 #[derive(Args, Debug, Clone)]
 pub struct ProxyBenchArgs {
     /// Proxy under test, repeatable to compare in one run: `sluice` (this binary's
@@ -286,6 +292,13 @@ pub struct ProxyBenchArgs {
     /// the step.
     #[arg(long, default_value_t = 3.0)]
     pub drain: f64,
+    /// Load generator at both ends: sluice (`load uac`/`load uas` in this process) or SIPp
+    /// (the scenarios in --sipp-scenarios, a SIPp UAS and UAC per step).
+    #[arg(long, value_enum, default_value_t = GeneratorArg::Sluice)]
+    pub generator: GeneratorArg,
+    /// Directory holding SIPp's uac.xml and uas.xml (calls through a record-routing proxy).
+    #[arg(long, default_value = "tests/sipp")]
+    pub sipp_scenarios: PathBuf,
     /// Kamailio config for the `kamailio` proxy.
     #[arg(long, default_value = "tests/kamailio/proxy.cfg")]
     pub kamailio_cfg: PathBuf,
@@ -397,6 +410,9 @@ fn process_tree_cpu(pid: u32) -> Option<f64> {
 /// Asks a process this bench started to stop (SIGTERM lets Kamailio stop its workers),
 /// then kills it if it is still there after 3 s.
 fn stop_child(child: &mut std::process::Child) {
+    if let Ok(Some(_)) = child.try_wait() {
+        return;
+    }
     let _ = std::process::Command::new("kill")
         .args(["-TERM", &child.id().to_string()])
         .status();
@@ -411,24 +427,42 @@ fn stop_child(child: &mut std::process::Child) {
     let _ = child.wait();
 }
 
+/// The UAS a bench runs against: sluice's in a thread of this process for the whole run, or
+/// SIPp started per step (tests/sipp/uas.xml).
+enum BenchUas {
+    Sluice {
+        stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+        thread: std::thread::JoinHandle<std::io::Result<Run<sluice_load::UasCounts>>>,
+    },
+    Sipp,
+}
+
 fn bench_one(spec: &str, args: &ProxyBenchArgs) -> Result<BenchResult, String> {
     use std::sync::atomic::{AtomicBool, Ordering};
     use std::sync::Arc;
 
-    let uas_socket =
-        shell::bind_udp("127.0.0.1:0".parse().expect("literal")).map_err(|e| e.to_string())?;
-    let uas_addr = uas_socket.local_addr().map_err(|e| e.to_string())?;
-    let stop_uas = Arc::new(AtomicBool::new(false));
-    let uas = {
-        let stop = Stop {
-            after: None,
-            flag: Some(stop_uas.clone()),
-        };
-        std::thread::spawn(move || shell::run_uas(uas_socket, UasConfig::new(uas_addr), &stop))
+    let (uas, uas_addr) = match args.generator {
+        GeneratorArg::Sluice => {
+            let socket = shell::bind_udp("127.0.0.1:0".parse().expect("literal"))
+                .map_err(|e| e.to_string())?;
+            let addr = socket.local_addr().map_err(|e| e.to_string())?;
+            let flag = Arc::new(AtomicBool::new(false));
+            let stop = Stop {
+                after: None,
+                flag: Some(flag.clone()),
+            };
+            let thread =
+                std::thread::spawn(move || shell::run_uas(socket, UasConfig::new(addr), &stop));
+            (BenchUas::Sluice { stop: flag, thread }, addr)
+        }
+        GeneratorArg::Sipp => (
+            BenchUas::Sipp,
+            SocketAddr::from(([127, 0, 0, 1], free_udp_port()?)),
+        ),
     };
     let listen = SocketAddr::from(([127, 0, 0, 1], free_udp_port()?));
     let steps = ((args.max - args.start) / args.step).floor().max(0.0) + 1.0;
-    let budget = steps * (args.step_secs + args.drain + 2.0) + 30.0;
+    let budget = steps * (args.step_secs + args.drain + 4.0) + 30.0;
     let command = proxy_command(spec, args, listen, uas_addr, budget)?;
     eprintln!("bench proxy {spec}: {command}");
     let mut child = std::process::Command::new("sh")
@@ -439,52 +473,43 @@ fn bench_one(spec: &str, args: &ProxyBenchArgs) -> Result<BenchResult, String> {
         .spawn()
         .map_err(|e| format!("{command}: {e}"))?;
     let result = (|| {
-        if !shell::probe(listen, Duration::from_secs(10)) {
+        // SIPp's UAS starts per step: until then a sluice UAS answers the probe.
+        let stand_in = match &uas {
+            BenchUas::Sipp => {
+                let socket = shell::bind_udp(uas_addr).map_err(|e| e.to_string())?;
+                let flag = Arc::new(AtomicBool::new(false));
+                let stop = Stop {
+                    after: Some(Duration::from_secs(20)),
+                    flag: Some(flag.clone()),
+                };
+                let t = std::thread::spawn(move || {
+                    shell::run_uas(socket, UasConfig::new(uas_addr), &stop)
+                });
+                Some((flag, t))
+            }
+            BenchUas::Sluice { .. } => None,
+        };
+        let answered = shell::probe(listen, Duration::from_secs(10));
+        if let Some((flag, t)) = stand_in {
+            flag.store(true, Ordering::Relaxed);
+            let _ = t.join();
+        }
+        if !answered {
             return Err(format!("{spec}: no answer on {listen} within 10 s"));
         }
         let mut steps = Vec::new();
         let mut rate = args.start;
         while rate <= args.max {
-            let uac_args = UacArgs {
-                target: listen,
-                bind: "127.0.0.1:0".parse().expect("literal"),
-                rate: Some(rate),
-                schedule: None,
-                arrivals: ArrivalsArg::Constant,
-                seed: 1,
-                duration: Some(args.step_secs),
-                calls: None,
-                hold: 0.0,
-                hold_dist: HoldArg::Constant,
-                max_in_progress: 1_000_000,
-                drain_timeout: args.drain,
-                request_uri: None,
-                out: None,
-                expect_clean: false,
-            };
-            let cfg = uac_config(&uac_args)?;
-            let socket = shell::bind_udp(uac_args.bind).map_err(|e| e.to_string())?;
             let cpu0 = process_tree_cpu(child.id());
-            let run = shell::run_uac(socket, cfg, &Stop::default(), |_| {})
-                .map_err(|e| format!("uac: {e}"))?;
-            let cpu1 = process_tree_cpu(child.id());
-            let s = &run.summary;
-            let step = BenchStep {
-                proxy: spec.to_owned(),
-                rate,
-                offered: s.offered,
-                successful: s.successful,
-                failed: s.failed + s.failures.bye,
-                unfinished: s.unfinished,
-                refused: s.refused,
-                retransmissions_sent: s.retransmissions_sent,
-                retransmissions_received: s.retransmissions_received,
-                pdd_p50_ms: s.pdd_200.p50_ms,
-                pdd_p99_ms: s.pdd_200.p99_ms,
-                proxy_cpu: cpu1.zip(cpu0).map(|(b, a)| (b - a) / run.wall_s),
-                uac_cpu: run.cpu_s.map(|c| c / run.wall_s),
-                clean: s.clean(),
+            let started = std::time::Instant::now();
+            let mut step = match args.generator {
+                GeneratorArg::Sluice => sluice_step(spec, rate, args, listen)?,
+                GeneratorArg::Sipp => sipp_step(spec, rate, args, listen, uas_addr)?,
             };
+            let wall = started.elapsed().as_secs_f64();
+            step.proxy_cpu = process_tree_cpu(child.id())
+                .zip(cpu0)
+                .map(|(b, a)| (b - a) / wall);
             print_step(&step);
             let clean = step.clean;
             steps.push(step);
@@ -498,8 +523,10 @@ fn bench_one(spec: &str, args: &ProxyBenchArgs) -> Result<BenchResult, String> {
         Ok(steps)
     })();
     stop_child(&mut child);
-    stop_uas.store(true, Ordering::Relaxed);
-    let _ = uas.join();
+    if let BenchUas::Sluice { stop, thread } = uas {
+        stop.store(true, Ordering::Relaxed);
+        let _ = thread.join();
+    }
     let steps = result?;
     let max_clean_rate = steps.iter().rev().find(|s| s.clean).map(|s| s.rate);
     Ok(BenchResult {
@@ -507,6 +534,159 @@ fn bench_one(spec: &str, args: &ProxyBenchArgs) -> Result<BenchResult, String> {
         command,
         max_clean_rate,
         steps,
+    })
+}
+
+fn sluice_step(
+    spec: &str,
+    rate: f64,
+    args: &ProxyBenchArgs,
+    target: SocketAddr,
+) -> Result<BenchStep, String> {
+    let uac_args = UacArgs {
+        target,
+        bind: "127.0.0.1:0".parse().expect("literal"),
+        rate: Some(rate),
+        schedule: None,
+        arrivals: ArrivalsArg::Constant,
+        seed: 1,
+        duration: Some(args.step_secs),
+        calls: None,
+        hold: 0.0,
+        hold_dist: HoldArg::Constant,
+        max_in_progress: 1_000_000,
+        drain_timeout: args.drain,
+        request_uri: None,
+        out: None,
+        expect_clean: false,
+    };
+    let cfg = uac_config(&uac_args)?;
+    let socket = shell::bind_udp(uac_args.bind).map_err(|e| e.to_string())?;
+    let run =
+        shell::run_uac(socket, cfg, &Stop::default(), |_| {}).map_err(|e| format!("uac: {e}"))?;
+    let s = &run.summary;
+    Ok(BenchStep {
+        proxy: spec.to_owned(),
+        rate,
+        offered: s.offered,
+        successful: s.successful,
+        failed: s.failed + s.failures.bye,
+        unfinished: s.unfinished,
+        refused: s.refused,
+        retransmissions_sent: s.retransmissions_sent,
+        retransmissions_received: s.retransmissions_received,
+        pdd_p50_ms: s.pdd_200.p50_ms,
+        pdd_p99_ms: s.pdd_200.p99_ms,
+        proxy_cpu: None,
+        uac_cpu: run.cpu_s.map(|c| c / run.wall_s),
+        clean: s.clean(),
+    })
+}
+
+/// The last row of a SIPp `-trace_stat` file as name → value.
+fn sipp_stats(path: &Path) -> Result<std::collections::HashMap<String, String>, String> {
+    let text = fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let mut lines = text.lines().filter(|l| !l.trim().is_empty());
+    let header = lines
+        .next()
+        .ok_or_else(|| format!("{}: empty", path.display()))?;
+    let last = lines
+        .next_back()
+        .ok_or_else(|| format!("{}: no rows", path.display()))?;
+    Ok(header
+        .split(';')
+        .zip(last.split(';'))
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .collect())
+}
+
+fn stat(stats: &std::collections::HashMap<String, String>, key: &str) -> u64 {
+    stats
+        .get(key)
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// One step with SIPp at both ends (tests/sipp/uac.xml and uas.xml, which route ACK and BYE
+/// through the proxy): a UAS for exactly this step's calls, then the UAC at `rate`.
+fn sipp_step(
+    spec: &str,
+    rate: f64,
+    args: &ProxyBenchArgs,
+    proxy: SocketAddr,
+    uas_addr: SocketAddr,
+) -> Result<BenchStep, String> {
+    let calls = (rate * args.step_secs).round().max(1.0) as u64;
+    let dir = std::env::temp_dir().join(format!("sluice-bench-sipp-{}", std::process::id()));
+    fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+    let (uas_stat, uac_stat) = (dir.join("uas.csv"), dir.join("uac.csv"));
+    let _ = fs::remove_file(&uas_stat);
+    let _ = fs::remove_file(&uac_stat);
+    let timeout = format!("{:.0}s", args.step_secs + args.drain + 2.0);
+    let common = |cmd: &mut std::process::Command| {
+        cmd.args(["-i", "127.0.0.1", "-buff_size", "1048576", "-nostdin"])
+            .args(["-timeout", &timeout, "-trace_stat", "-fd", "1"])
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null());
+    };
+    let mut uas = std::process::Command::new("sipp");
+    uas.arg("-sf")
+        .arg(args.sipp_scenarios.join("uas.xml"))
+        .args(["-p", &uas_addr.port().to_string(), "-m", &calls.to_string()])
+        .arg("-stf")
+        .arg(&uas_stat);
+    common(&mut uas);
+    let mut uas = uas.spawn().map_err(|e| format!("sipp (uas): {e}"))?;
+    std::thread::sleep(Duration::from_millis(300));
+    let mut uac = std::process::Command::new("sipp");
+    uac.arg(proxy.to_string())
+        .arg("-sf")
+        .arg(args.sipp_scenarios.join("uac.xml"))
+        .args(["-p", &free_udp_port()?.to_string(), "-s", "service"])
+        .args(["-r", &format!("{rate:.0}"), "-m", &calls.to_string()])
+        .args(["-l", &(calls.max(1000)).to_string()])
+        .arg("-stf")
+        .arg(&uac_stat);
+    common(&mut uac);
+    let status = uac.status().map_err(|e| format!("sipp (uac): {e}"))?;
+    // The UAS ends after its last call; give it the drain time, then stop it.
+    let deadline = std::time::Instant::now() + Duration::from_secs_f64(args.drain + 1.0);
+    while std::time::Instant::now() < deadline {
+        if let Ok(Some(_)) = uas.try_wait() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    stop_child(&mut uas);
+    let c = sipp_stats(&uac_stat)?;
+    let s = sipp_stats(&uas_stat).unwrap_or_default();
+    let offered = stat(&c, "TotalCallCreated");
+    let successful = stat(&c, "SuccessfulCall(C)");
+    let failed = stat(&c, "FailedCall(C)");
+    let retransmissions_sent = stat(&c, "Retransmissions(C)") + stat(&s, "Retransmissions(C)");
+    let unfinished = offered.saturating_sub(successful + failed);
+    Ok(BenchStep {
+        proxy: format!("{spec} (sipp)"),
+        rate,
+        offered,
+        successful,
+        failed,
+        unfinished,
+        refused: calls.saturating_sub(offered),
+        retransmissions_sent,
+        // SIPp counts what it resent; what it received again is not in its statistics.
+        retransmissions_received: 0,
+        pdd_p50_ms: None,
+        pdd_p99_ms: None,
+        proxy_cpu: None,
+        uac_cpu: None,
+        clean: status.success()
+            && offered == calls
+            && successful == calls
+            && failed == 0
+            && retransmissions_sent == 0
+            && stat(&s, "FailedCall(C)") == 0,
     })
 }
 

@@ -134,6 +134,7 @@ pub struct Uac {
     messages_received: u64,
     malformed_received: u64,
     unknown_call_responses: u64,
+    late_provisionals: u64,
     ended: Option<Time>,
 }
 
@@ -177,6 +178,7 @@ impl Uac {
             messages_received: 0,
             malformed_received: 0,
             unknown_call_responses: 0,
+            late_provisionals: 0,
             ended: None,
             cfg,
         }
@@ -378,6 +380,12 @@ impl Uac {
                 }
             }
             Event::StrayResponse { response, .. } => {
+                // A provisional after the 2xx ended the transaction was overtaken on the way
+                // (e.g. by a proxy with several workers): late, not a retransmission.
+                if response.status().is_some_and(|s| s < 200) {
+                    self.late_provisionals += 1;
+                    return;
+                }
                 self.count_retransmission_received(Kind::of(&response));
                 // A repeated 2xx: ACK it again (§13.2.2.4).
                 if let (Some(200..=299), Some(Method::Invite)) =
@@ -666,6 +674,7 @@ impl Uac {
             messages_received: self.messages_received,
             malformed_received: self.malformed_received,
             unknown_call_responses: self.unknown_call_responses,
+            late_provisionals: self.late_provisionals,
             transaction_table_refusals: stats.refused.table_full,
             rows_dropped: self.rows_dropped,
         }
@@ -708,6 +717,8 @@ pub struct UacSummary {
     pub malformed_received: u64,
     /// Responses for calls no longer known (e.g. a 2xx retransmitted after the call ended).
     pub unknown_call_responses: u64,
+    /// Provisional responses that arrived after the call's 2xx (reordered on the way).
+    pub late_provisionals: u64,
     pub transaction_table_refusals: u64,
     pub rows_dropped: u64,
 }

@@ -320,3 +320,24 @@ fn unanswered_calls_time_out_and_the_run_ends_by_itself() {
         "{now}"
     );
 }
+
+#[test]
+fn a_provisional_overtaken_by_the_2xx_is_late_not_a_retransmission() {
+    let mut uac = Uac::new(uac_config(1.0, 1), Time::ZERO);
+    uac.handle_timeout(Time::ZERO);
+    let invite = Message::parse(uac.poll_transmit().unwrap().payload).unwrap();
+    let ok = edit::response_to(&invite, 200).to_tag("t").build();
+    uac.handle_datagram(Time::from_millis(2), ok.clone(), addr(UAS));
+    let ringing = edit::response_to(&invite, 180).to_tag("t").build();
+    uac.handle_datagram(Time::from_millis(3), ringing, addr(UAS));
+    let s = uac.summary();
+    assert_eq!((s.late_provisionals, s.retransmissions_received), (1, 0));
+    // A second copy of the 2xx is a retransmission, and is ACKed again.
+    while uac.poll_transmit().is_some() {}
+    uac.handle_datagram(Time::from_millis(4), ok, addr(UAS));
+    let again = uac.poll_transmit().unwrap();
+    assert!(again.payload.starts_with(b"ACK "));
+    let s = uac.summary();
+    assert_eq!(s.retransmissions_received_by_type.ok_invite, 1);
+    assert_eq!(s.retransmissions_sent_by_type.ack, 1);
+}
