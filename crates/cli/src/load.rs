@@ -323,6 +323,9 @@ pub struct BenchStep {
     pub pdd_p99_ms: Option<f64>,
     /// CPU the proxy (and its worker processes) used per wall second of the step, in cores.
     pub proxy_cpu: Option<f64>,
+    /// The proxy's CPU time per offered call, microseconds: its cost, whatever else the
+    /// machine runs.
+    pub proxy_us_per_call: Option<f64>,
     /// CPU the generator's UAC thread used per wall second, in cores.
     pub uac_cpu: Option<f64>,
     pub clean: bool,
@@ -507,9 +510,11 @@ fn bench_one(spec: &str, args: &ProxyBenchArgs) -> Result<BenchResult, String> {
                 GeneratorArg::Sipp => sipp_step(spec, rate, args, listen, uas_addr)?,
             };
             let wall = started.elapsed().as_secs_f64();
-            step.proxy_cpu = process_tree_cpu(child.id())
-                .zip(cpu0)
-                .map(|(b, a)| (b - a) / wall);
+            let used = process_tree_cpu(child.id()).zip(cpu0).map(|(b, a)| b - a);
+            step.proxy_cpu = used.map(|c| c / wall);
+            step.proxy_us_per_call = used
+                .filter(|_| step.offered > 0)
+                .map(|c| c * 1e6 / step.offered as f64);
             print_step(&step);
             let clean = step.clean;
             steps.push(step);
@@ -578,6 +583,7 @@ fn sluice_step(
         pdd_p50_ms: s.pdd_200.p50_ms,
         pdd_p99_ms: s.pdd_200.p99_ms,
         proxy_cpu: None,
+        proxy_us_per_call: None,
         uac_cpu: run.cpu_s.map(|c| c / run.wall_s),
         clean: s.clean(),
     })
@@ -680,6 +686,7 @@ fn sipp_step(
         pdd_p50_ms: None,
         pdd_p99_ms: None,
         proxy_cpu: None,
+        proxy_us_per_call: None,
         uac_cpu: None,
         clean: status.success()
             && offered == calls
@@ -696,7 +703,7 @@ fn opt_ms(v: Option<f64>) -> String {
 
 fn print_step(s: &BenchStep) {
     println!(
-        "{:<14} {:>8.0} {:>8} {:>8} {:>6} {:>6} {:>7}/{:<7} {:>8} {:>8} {:>6} {:>6} {}",
+        "{:<14} {:>8.0} {:>8} {:>8} {:>6} {:>6} {:>7}/{:<7} {:>8} {:>8} {:>6} {:>7} {:>6} {}",
         s.proxy,
         s.rate,
         s.offered,
@@ -709,6 +716,8 @@ fn print_step(s: &BenchStep) {
         opt_ms(s.pdd_p99_ms),
         s.proxy_cpu
             .map_or("-".into(), |c| format!("{:.0}%", c * 100.0)),
+        s.proxy_us_per_call
+            .map_or("-".into(), |c| format!("{c:.1}")),
         s.uac_cpu
             .map_or("-".into(), |c| format!("{:.0}%", c * 100.0)),
         if s.clean { "clean" } else { "FAILED" }
@@ -720,7 +729,7 @@ pub fn bench_proxy(args: &ProxyBenchArgs) -> Result<(), String> {
         return Err("need 0 < --start <= --max and --step > 0".into());
     }
     println!(
-        "{:<14} {:>8} {:>8} {:>8} {:>6} {:>6} {:>15} {:>8} {:>8} {:>6} {:>6} verdict",
+        "{:<14} {:>8} {:>8} {:>8} {:>6} {:>6} {:>15} {:>8} {:>8} {:>6} {:>7} {:>6} verdict",
         "proxy",
         "rate/s",
         "offered",
@@ -731,6 +740,7 @@ pub fn bench_proxy(args: &ProxyBenchArgs) -> Result<(), String> {
         "pdd p50",
         "pdd p99",
         "proxy",
+        "us/call",
         "uac"
     );
     let mut results = Vec::new();
@@ -762,13 +772,13 @@ pub fn bench_proxy(args: &ProxyBenchArgs) -> Result<(), String> {
         let json = serde_json::to_string_pretty(&results).map_err(|e| e.to_string())?;
         fs::write(dir.join("bench_proxy.json"), format!("{json}\n")).map_err(|e| e.to_string())?;
         let mut csv = String::from(
-            "proxy,rate,offered,successful,failed,unfinished,refused,retrans_sent,retrans_received,pdd_p50_ms,pdd_p99_ms,proxy_cpu,uac_cpu,clean\n",
+            "proxy,rate,offered,successful,failed,unfinished,refused,retrans_sent,retrans_received,pdd_p50_ms,pdd_p99_ms,proxy_cpu,proxy_us_per_call,uac_cpu,clean\n",
         );
         let o = |v: Option<f64>| v.map_or(String::new(), |v| format!("{v:.4}"));
         for s in results.iter().flat_map(|r| &r.steps) {
             let _ = writeln!(
                 csv,
-                "{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
+                "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
                 s.proxy,
                 s.rate,
                 s.offered,
@@ -781,6 +791,7 @@ pub fn bench_proxy(args: &ProxyBenchArgs) -> Result<(), String> {
                 o(s.pdd_p50_ms),
                 o(s.pdd_p99_ms),
                 o(s.proxy_cpu),
+                o(s.proxy_us_per_call),
                 o(s.uac_cpu),
                 s.clean
             );
