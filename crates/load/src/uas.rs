@@ -66,6 +66,8 @@ pub struct UasCounts {
     pub byes: u64,
     /// BYEs for no known dialog (answered 481).
     pub unknown_byes: u64,
+    /// Dialogs forgotten after `dialog_ttl` without a BYE.
+    pub expired_dialogs: u64,
     /// 2xx never ACKed within 64*T1.
     pub unacked_2xx: u64,
     /// Final non-2xx responses never ACKed (Timer H).
@@ -133,6 +135,11 @@ impl Uas {
         self.dialogs.len()
     }
 
+    /// Entries in the dialog expiry queue (a memory gauge: about the dialogs in progress).
+    pub fn expiry_entries(&self) -> usize {
+        self.expiry.len()
+    }
+
     pub fn poll_transmit(&mut self) -> Option<Out> {
         self.out.pop_front()
     }
@@ -154,13 +161,17 @@ impl Uas {
             let p = self.pending.pop_front().expect("checked");
             self.answer(now, p.tx, &p.request, p.from);
         }
-        while let Some((t, _)) = self.expiry.front() {
-            if *t + self.cfg.dialog_ttl > now {
+        // Entries of dialogs that ended (BYE) go at once, so the queue stays about as long as
+        // the calls in progress; a dialog still there after the TTL is forgotten.
+        while let Some((t, id)) = self.expiry.front() {
+            let live = self.dialogs.get(id) == Some(t);
+            if live && *t + self.cfg.dialog_ttl > now {
                 break;
             }
-            let (t, id) = self.expiry.pop_front().expect("checked");
-            if self.dialogs.get(&id) == Some(&t) {
+            let (_, id) = self.expiry.pop_front().expect("checked");
+            if live {
                 self.dialogs.remove(&id);
+                self.counts.expired_dialogs += 1;
             }
         }
         self.drain(now);

@@ -108,6 +108,9 @@ fn calls_complete_without_failures_or_retransmissions() {
         (1000, 1000, 1000, 1000)
     );
     assert_eq!(uas.dialogs(), 0);
+    // Ended dialogs leave the expiry queue at the next timer run, not after the TTL.
+    uas.handle_timeout(Time::from_secs(61));
+    assert_eq!(uas.expiry_entries(), 0);
 }
 
 #[test]
