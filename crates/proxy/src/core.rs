@@ -88,7 +88,7 @@ pub struct CoreStats {
     pub oversized: u64,
     /// Dropped at the receive stage: `Message::parse` failed.
     pub malformed: u64,
-    /// Failed full validation in the processor (requests answered 400, the rest dropped).
+    /// Requests that failed full validation in the processor (answered 400; ACKs dropped).
     pub invalid: u64,
     /// Entered the FIFO to be processed in full.
     pub admitted: u64,
@@ -171,6 +171,8 @@ struct Queued {
     summary: MessageSummary,
     /// The admission stage decided to reject: answer 503 at the rejection cost.
     reject: bool,
+    /// A request with a To tag (inside a dialog), found once at the receive stage.
+    to_tag: bool,
 }
 
 /// A proxied request: the server transaction it arrived on and the client transaction that
@@ -227,6 +229,7 @@ pub struct ProxyCore {
     // Per message in the processor.
     cur_reject: bool,
     cur_accepted: bool,
+    cur_to_tag: bool,
     // Occupancy window.
     window_start: Time,
     window_busy: Duration,
@@ -318,6 +321,7 @@ impl ProxyCore {
             stats: CoreStats::default(),
             cur_reject: false,
             cur_accepted: false,
+            cur_to_tag: false,
             window_start: now,
             window_busy: Duration::ZERO,
         }
@@ -349,9 +353,10 @@ impl ProxyCore {
             self.stats.malformed += 1;
             return;
         };
+        let to_tag = msg.is_request() && has_to_tag(&msg);
         let summary = match msg.method() {
             None => MessageSummary::response(None),
-            Some(Method::Invite) if !has_to_tag(&msg) => MessageSummary::new_session(None),
+            Some(Method::Invite) if !to_tag => MessageSummary::new_session(None),
             Some(Method::Invite) => MessageSummary::repeated_invite(None),
             Some(_) => MessageSummary::other_request(None),
         };
@@ -391,6 +396,7 @@ impl ProxyCore {
             arrived: now,
             summary,
             reject,
+            to_tag,
         });
         self.stats.queue_peak = self.stats.queue_peak.max(self.queue.len());
         self.admission.on_queue(now, self.occupancy_now);
@@ -583,14 +589,16 @@ impl ProxyCore {
     fn process(&mut self, now: Time, q: Queued) {
         self.cur_reject = q.reject;
         self.cur_accepted = false;
+        self.cur_to_tag = q.to_tag;
         let msg = q.msg;
-        if msg.validate().is_err() {
+        // Requests are validated in full (§16.3) before anything is forwarded. Responses are
+        // relayed with the fields the admission parse checked (Via branch, CSeq): validating
+        // them too would cost the processor a third more per call, and their recipient
+        // validates them anyway.
+        if msg.is_request() && msg.validate().is_err() {
             self.stats.invalid += 1;
-            // A request we can answer gets 400 (§8.2 / §16.3); ACKs and responses are dropped.
-            if msg.is_request()
-                && msg.method() != Some(&Method::Ack)
-                && msg.header(HeaderName::Via).is_some()
-            {
+            // A request we can answer gets 400 (§8.2 / §16.3); an ACK is dropped.
+            if msg.method() != Some(&Method::Ack) && msg.header(HeaderName::Via).is_some() {
                 let bad = edit::response_to(&msg, 400).build();
                 self.send_stateless(q.from, bad);
             }
@@ -756,7 +764,7 @@ impl ProxyCore {
         self.branch_counter += 1;
         let branch = format!("{BRANCH_PREFIX}{:x}", self.branch_counter);
         let dialog_creating =
-            matches!(method, Some(Method::Invite | Method::Subscribe)) && !has_to_tag(request);
+            matches!(method, Some(Method::Invite | Method::Subscribe)) && !self.cur_to_tag;
         let bytes = self.edit_request(request, from, &branch, pop_route, dialog_creating);
         let Ok(forward) = Message::parse(bytes) else {
             self.stats.invalid += 1;
@@ -977,7 +985,7 @@ impl ProxyCore {
             });
             // In a dialog the Request-URI is the peer's Contact: go there. A new request is
             // routed by the operator's rules and next hop, the Request-URI only as a fallback.
-            let in_dialog = has_to_tag(request);
+            let in_dialog = self.cur_to_tag;
             let candidates = if in_dialog {
                 [target, rule.map(|r| r.next_hop), self.next_hop]
             } else {

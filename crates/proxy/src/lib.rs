@@ -85,8 +85,9 @@
 //! * Receive stage: oversized datagrams and those `Message::parse` rejects are dropped and
 //!   counted (no Via to answer along). The admission policy sees every message; only new
 //!   sessions (INVITE without To tag) can be rejected.
-//! * Processor: full validation (`Message::validate`); an invalid request other than ACK is
-//!   answered 400 statelessly, anything else invalid is dropped and counted. Then the
+//! * Processor: full validation of requests (`Message::validate`); an invalid request other
+//!   than ACK is answered 400 statelessly, an invalid ACK is dropped, both counted. Responses
+//!   are relayed on what the admission parse checked (Via branch, CSeq). Then the
 //!   transaction layer: retransmissions and ACKs for 3xx–6xx are absorbed there; new requests
 //!   reach the proxy logic: 100 Trying for INVITE, Max-Forwards 0 → 483, CANCEL → 200 and a
 //!   CANCEL down the branch once it has a provisional (§9.1, §16.10), otherwise forward on a
