@@ -144,6 +144,12 @@ impl Proxy {
         let mut pending: VecDeque<Transmit> = VecDeque::new();
         let mut send_drops = 0u64;
         let far = origin + Duration::from_hours(24 * 365);
+        // Timers are created once and re-armed only when their deadline moves: registering
+        // two fresh timers on every wake-up costs more than the wake-up's work at high rates.
+        let wake_timer = tokio::time::sleep_until(far.into());
+        tokio::pin!(wake_timer);
+        let stop_timer = tokio::time::sleep_until(stop_after.unwrap_or(far).into());
+        tokio::pin!(stop_timer);
 
         loop {
             let started = Instant::now();
@@ -190,17 +196,15 @@ impl Proxy {
                 }
             }
             let wake = core.poll_timeout().map_or(far, at);
-            let wake = grace_end.map_or(wake, |g| wake.min(g));
-            let stop_at = if grace_end.is_none() {
-                stop_after.unwrap_or(far)
-            } else {
-                far
-            };
+            let wake = tokio::time::Instant::from_std(grace_end.map_or(wake, |g| wake.min(g)));
+            if wake_timer.deadline() != wake {
+                wake_timer.as_mut().reset(wake);
+            }
             tokio::select! {
                 r = socket.readable() => r?,
                 r = socket.writable(), if !pending.is_empty() => r?,
-                () = tokio::time::sleep_until(wake.into()) => {}
-                () = tokio::time::sleep_until(stop_at.into()) => {
+                () = &mut wake_timer => {}
+                () = &mut stop_timer, if grace_end.is_none() => {
                     core.begin_shutdown();
                     grace_end = Some(Instant::now() + grace);
                 }
