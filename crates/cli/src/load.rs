@@ -273,7 +273,8 @@ pub struct ProxyBenchArgs {
     /// Proxy under test, repeatable to compare in one run: `sluice` (this binary's
     /// `sluice proxy`), `kamailio` or `kamailio:N` (tests/kamailio/proxy.cfg with N worker
     /// processes), or a command line with the placeholders {listen}, {next_hop},
-    /// {listen_port}, {next_hop_port} and {duration} (run with `sh -c`).
+    /// {listen_port}, {next_hop_port} and {duration} (run with `sh -c`); `none` calls the UAS
+    /// directly (the generator's own maximum).
     #[arg(long = "proxy", default_value = "sluice")]
     pub proxies: Vec<String>,
     /// First call rate, calls/s.
@@ -463,18 +464,29 @@ fn bench_one(spec: &str, args: &ProxyBenchArgs) -> Result<BenchResult, String> {
             SocketAddr::from(([127, 0, 0, 1], free_udp_port()?)),
         ),
     };
-    let listen = SocketAddr::from(([127, 0, 0, 1], free_udp_port()?));
+    // `none`: the UAC calls the UAS directly, which measures the generator itself.
+    let direct = spec == "none";
+    let listen = if direct {
+        uas_addr
+    } else {
+        SocketAddr::from(([127, 0, 0, 1], free_udp_port()?))
+    };
     let steps = ((args.max - args.start) / args.step).floor().max(0.0) + 1.0;
     let budget = steps * (args.step_secs + args.drain + 4.0) + 30.0;
-    let command = proxy_command(spec, args, listen, uas_addr, budget)?;
-    eprintln!("bench proxy {spec}: {command}");
-    let mut child = std::process::Command::new("sh")
-        .args(["-c", &command])
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .map_err(|e| format!("{command}: {e}"))?;
+    let (command, mut child) = if direct {
+        ("(no proxy)".to_owned(), None)
+    } else {
+        let command = proxy_command(spec, args, listen, uas_addr, budget)?;
+        eprintln!("bench proxy {spec}: {command}");
+        let child = std::process::Command::new("sh")
+            .args(["-c", &command])
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .map_err(|e| format!("{command}: {e}"))?;
+        (command, Some(child))
+    };
     let result = (|| {
         // SIPp's UAS starts per step: until then a sluice UAS answers the probe.
         let stand_in = match &uas {
@@ -492,7 +504,7 @@ fn bench_one(spec: &str, args: &ProxyBenchArgs) -> Result<BenchResult, String> {
             }
             BenchUas::Sluice { .. } => None,
         };
-        let answered = shell::probe(listen, Duration::from_secs(10));
+        let answered = direct || shell::probe(listen, Duration::from_secs(10));
         if let Some((flag, t)) = stand_in {
             flag.store(true, Ordering::Relaxed);
             let _ = t.join();
@@ -503,14 +515,15 @@ fn bench_one(spec: &str, args: &ProxyBenchArgs) -> Result<BenchResult, String> {
         let mut steps = Vec::new();
         let mut rate = args.start;
         while rate <= args.max {
-            let cpu0 = process_tree_cpu(child.id());
+            let proxy_cpu = || child.as_ref().and_then(|c| process_tree_cpu(c.id()));
+            let cpu0 = proxy_cpu();
             let started = std::time::Instant::now();
             let mut step = match args.generator {
                 GeneratorArg::Sluice => sluice_step(spec, rate, args, listen)?,
                 GeneratorArg::Sipp => sipp_step(spec, rate, args, listen, uas_addr)?,
             };
             let wall = started.elapsed().as_secs_f64();
-            let used = process_tree_cpu(child.id()).zip(cpu0).map(|(b, a)| b - a);
+            let used = proxy_cpu().zip(cpu0).map(|(b, a)| b - a);
             step.proxy_cpu = used.map(|c| c / wall);
             step.proxy_us_per_call = used
                 .filter(|_| step.offered > 0)
@@ -527,7 +540,9 @@ fn bench_one(spec: &str, args: &ProxyBenchArgs) -> Result<BenchResult, String> {
         }
         Ok(steps)
     })();
-    stop_child(&mut child);
+    if let Some(child) = child.as_mut() {
+        stop_child(child);
+    }
     if let BenchUas::Sluice { stop, thread } = uas {
         stop.store(true, Ordering::Relaxed);
         let _ = thread.join();
