@@ -106,6 +106,9 @@ struct Call {
 #[derive(Debug)]
 pub struct Uac {
     cfg: UacConfig,
+    /// `cfg.local` and `cfg.run_token` as written in every request.
+    local: String,
+    token: String,
     txn: TransactionLayer,
     peer: Peer,
     arrivals: Arrivals,
@@ -180,6 +183,8 @@ impl Uac {
             unknown_call_responses: 0,
             late_provisionals: 0,
             ended: None,
+            local: cfg.local.to_string(),
+            token: cfg.run_token.to_string(),
             cfg,
         }
     }
@@ -555,10 +560,8 @@ impl Uac {
     ) -> Bytes {
         let mut num = itoa::Buffer::new();
         let n = num.format(n).as_bytes();
-        let mut tok = itoa::Buffer::new();
-        let token = tok.format(self.cfg.run_token).as_bytes();
-        let local = self.cfg.local.to_string();
-        let local = local.as_bytes();
+        let token = self.token.as_bytes();
+        let local = self.local.as_bytes();
         let ruri = self.cfg.request_uri.as_bytes();
         let mut b = BytesMut::with_capacity(512);
         let mut put = |parts: &[&[u8]]| {
