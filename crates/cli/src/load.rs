@@ -318,6 +318,8 @@ pub struct BenchStep {
     pub failed: u64,
     pub unfinished: u64,
     pub refused: u64,
+    /// By cause (sluice generator only).
+    pub failures: Option<sluice_load::Failures>,
     pub retransmissions_sent: u64,
     pub retransmissions_received: u64,
     pub pdd_p50_ms: Option<f64>,
@@ -593,6 +595,7 @@ fn sluice_step(
         failed: s.failed + s.failures.bye,
         unfinished: s.unfinished,
         refused: s.refused,
+        failures: Some(s.failures),
         retransmissions_sent: s.retransmissions_sent,
         retransmissions_received: s.retransmissions_received,
         pdd_p50_ms: s.pdd_200.p50_ms,
@@ -695,6 +698,7 @@ fn sipp_step(
         failed,
         unfinished,
         refused: calls.saturating_sub(offered),
+        failures: None,
         retransmissions_sent,
         // SIPp counts what it resent; what it received again is not in its statistics.
         retransmissions_received: 0,
