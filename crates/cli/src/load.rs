@@ -332,6 +332,9 @@ pub struct BenchStep {
     /// CPU the generator's UAC thread used per wall second, in cores.
     pub uac_cpu: Option<f64>,
     pub clean: bool,
+    /// Why a step counts as failed when the counters do not say it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -604,6 +607,7 @@ fn sluice_step(
         proxy_us_per_call: None,
         uac_cpu: run.cpu_s.map(|c| c / run.wall_s),
         clean: s.clean(),
+        note: None,
     })
 }
 
@@ -687,7 +691,8 @@ fn sipp_step(
     let s = sipp_stats(&uas_stat).unwrap_or_default();
     let offered = stat(&c, "TotalCallCreated");
     let successful = stat(&c, "SuccessfulCall(C)");
-    let failed = stat(&c, "FailedCall(C)");
+    // A call either end of SIPp saw fail (e.g. an unexpected message at the UAS).
+    let failed = stat(&c, "FailedCall(C)") + stat(&s, "FailedCall(C)");
     let retransmissions_sent = stat(&c, "Retransmissions(C)") + stat(&s, "Retransmissions(C)");
     let unfinished = offered.saturating_sub(successful + failed);
     Ok(BenchStep {
@@ -711,8 +716,8 @@ fn sipp_step(
             && offered == calls
             && successful == calls
             && failed == 0
-            && retransmissions_sent == 0
-            && stat(&s, "FailedCall(C)") == 0,
+            && retransmissions_sent == 0,
+        note: (!status.success()).then(|| format!("sipp uac: {status}")),
     })
 }
 
@@ -722,7 +727,7 @@ fn opt_ms(v: Option<f64>) -> String {
 
 fn print_step(s: &BenchStep) {
     println!(
-        "{:<14} {:>8.0} {:>8} {:>8} {:>6} {:>6} {:>7}/{:<7} {:>8} {:>8} {:>6} {:>7} {:>6} {}",
+        "{:<14} {:>8.0} {:>8} {:>8} {:>6} {:>6} {:>7}/{:<7} {:>8} {:>8} {:>6} {:>7} {:>6} {} {}",
         s.proxy,
         s.rate,
         s.offered,
@@ -739,7 +744,8 @@ fn print_step(s: &BenchStep) {
             .map_or("-".into(), |c| format!("{c:.1}")),
         s.uac_cpu
             .map_or("-".into(), |c| format!("{:.0}%", c * 100.0)),
-        if s.clean { "clean" } else { "FAILED" }
+        if s.clean { "clean" } else { "FAILED" },
+        s.note.as_deref().unwrap_or("")
     );
 }
 
