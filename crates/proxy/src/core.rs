@@ -902,25 +902,32 @@ impl ProxyCore {
         self.via_buf.extend_from_slice(self.me.as_bytes());
         self.via_buf.extend_from_slice(b";branch=");
         self.via_buf.extend_from_slice(branch.as_bytes());
-        let ip = from.ip().to_string();
-        let port = from.port().to_string();
-        let mut params: Vec<(&str, Option<&str>)> = Vec::with_capacity(2);
-        if let Ok(top) = request.top_via() {
-            if top.rport().is_some() {
-                // RFC 3581 §4: rport asked for, so fill it in, and received with it.
-                params.push(("received", Some(&ip)));
-                params.push(("rport", Some(&port)));
-            } else if !host_matches(&top.host, &ip) {
-                // RFC 3261 §18.2.1: sent-by differs from the packet's source.
-                params.push(("received", Some(&ip)));
-            }
-        }
+        // RFC 3581 §4: rport asked for, so fill it in, and received with it; RFC 3261
+        // §18.2.1: received when the sent-by host is not the packet's source.
+        let (rport, received) = match request.top_via() {
+            Ok(top) if top.rport().is_some() => (true, true),
+            Ok(top) => (false, host_ip(&top.host) != Some(from.ip())),
+            Err(_) => (false, false),
+        };
+        let ip = if received {
+            from.ip().to_string()
+        } else {
+            String::new()
+        };
+        let mut port = itoa::Buffer::new();
+        let port = port.format(from.port());
+        let both = [("received", Some(ip.as_str())), ("rport", Some(port))];
+        let params: &[(&str, Option<&str>)] = match (received, rport) {
+            (true, true) => &both,
+            (true, false) => &both[..1],
+            _ => &[],
+        };
         edit::forward_request(
             request,
             &RequestEdits {
                 request_uri: None,
                 push_via: Some(&self.via_buf),
-                top_via_params: &params,
+                top_via_params: params,
                 decrement_max_forwards: true,
                 record_route: record_route.then_some(self.record_route.as_slice()),
                 pop_route,
