@@ -39,7 +39,7 @@ mod threshold;
 pub use latency_bucket::{LatencyBucket, LatencyBucketConfig};
 pub use occ::{LocalOcc, OccConfig};
 pub use ohta::{Ohta, OhtaConfig};
-pub use pi::{DualLoopPi, PiConfig, PiLoop};
+pub use pi::{DualLoopPi, PiConfig, PiLoop, RejectSelection};
 pub use red::{red_reject_probability, RedConfig, RedRejection};
 pub use threshold::{ThresholdConfig, ThresholdRejection};
 

@@ -91,6 +91,23 @@ pub struct PiConfig {
     pub max_queue: usize,
     /// Upper clamp of the drain rate `u`, INVITEs/s; unset means unbounded.
     pub max_drain_rate: Option<f64>,
+    /// How the fraction `α` of drained INVITEs is picked for a 503.
+    pub reject_selection: RejectSelection,
+}
+
+/// How [`DualLoopPi`] applies its reject ratio `α` to the INVITEs it drains. The paper says
+/// only that a fraction `α` is rejected (§IV-B).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RejectSelection {
+    /// Each INVITE independently with probability `α`. The number rejected in a 10 ms
+    /// sample is then binomial, and that noise reaches the CPU load the loop controls.
+    Random,
+    /// Deterministically spread: `α` accrues per INVITE and one is rejected whenever a whole
+    /// rejection has accrued, so every run of `n` INVITEs rejects `⌊nα⌋` or `⌈nα⌉` of them.
+    /// Same mean as `random`, without the binomial noise in the CPU load.
+    #[default]
+    Spread,
 }
 
 impl Default for PiConfig {
@@ -107,6 +124,7 @@ impl Default for PiConfig {
             k_iq: 130.5,
             max_queue: 800,
             max_drain_rate: None,
+            reject_selection: RejectSelection::Spread,
         }
     }
 }
@@ -234,6 +252,9 @@ pub struct DualLoopPi {
     credit: f64,
     credit_at: Time,
     rng: ChaCha8Rng,
+    selection: RejectSelection,
+    /// `spread`: rejections accrued and not yet made.
+    reject_credit: f64,
     rejected: u64,
     forwarded: u64,
 }
@@ -266,6 +287,8 @@ impl DualLoopPi {
             credit: 0.0,
             credit_at: now,
             rng: ChaCha8Rng::seed_from_u64(seed),
+            selection: config.reject_selection,
+            reject_credit: 0.0,
             rejected: 0,
             forwarded: 0,
         }
@@ -421,7 +444,22 @@ impl DrainController for DualLoopPi {
             return Some(AdmissionVerdict::Admit);
         }
         let alpha = self.reject_fraction();
-        let reject = alpha >= 1.0 || (alpha > 0.0 && self.rng.gen::<f64>() < alpha);
+        let reject = match self.selection {
+            RejectSelection::Random => {
+                alpha >= 1.0 || (alpha > 0.0 && self.rng.gen::<f64>() < alpha)
+            }
+            RejectSelection::Spread => {
+                // The credit stays below one whole rejection (α ≤ 1), so nothing is banked
+                // for after α has fallen.
+                self.reject_credit += alpha;
+                if self.reject_credit + BUDGET_EPS >= 1.0 {
+                    self.reject_credit = (self.reject_credit - 1.0).max(0.0);
+                    true
+                } else {
+                    false
+                }
+            }
+        };
         if reject {
             self.rejected += 1;
             Some(AdmissionVerdict::Reject)
