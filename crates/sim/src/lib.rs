@@ -50,8 +50,8 @@ mod node;
 mod re;
 pub mod report;
 pub mod scenario;
-pub mod tuning;
 mod se;
+pub mod tuning;
 mod ua;
 mod wire;
 

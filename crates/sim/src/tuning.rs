@@ -19,9 +19,7 @@
 //! `τ_c` for the CPU load), giving the `r̃(t)` and `C̃(t)` of eqs. (16)–(17).
 
 use serde::Deserialize;
-use sluice_control::tuning::{
-    CostConfig, CostSample, EsConfig, ExperimentRunner, StepMeasurement,
-};
+use sluice_control::tuning::{CostConfig, CostSample, EsConfig, ExperimentRunner, StepMeasurement};
 use sluice_control::Algorithm;
 
 use crate::{RunReport, Scenario};
@@ -90,12 +88,7 @@ impl TuningExperiment {
         if file.cost.loads.is_empty() || file.cost.repetitions == 0 {
             return Err("[cost] needs at least one load and one repetition".to_owned());
         }
-        if file
-            .cost
-            .loads
-            .iter()
-            .any(|l| !(l.is_finite() && *l > 0.0))
-        {
+        if file.cost.loads.iter().any(|l| !(l.is_finite() && *l > 0.0)) {
             return Err("[cost] loads must be positive numbers".to_owned());
         }
         if (file.cost.target_cpu - base.control.pi.target_cpu).abs() > 1e-9 {
