@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use sluice_control::{
-    AdmissionVerdict, AnyLocalAdmission, Completion, LocalAdmission, MessageSummary, QueueOccupancy,
+    AdmissionVerdict, Completion, LocalAdmission, MessageSummary, QueueOccupancy,
 };
 use sluice_sip::edit::{self, RequestEdits, ResponseEdits};
 use sluice_sip::{HeaderName, Host, Limits, Message, Method, NameAddr, Uri};
@@ -197,7 +197,7 @@ enum RouteError {
 /// The proxy's logic, sans IO. See the crate docs for the stages and the cost model.
 pub struct ProxyCore {
     txn: TransactionLayer,
-    admission: AnyLocalAdmission,
+    admission: Box<dyn LocalAdmission + Send>,
     queue: VecDeque<Queued>,
     queue_capacity: usize,
     occupancy_now: QueueOccupancy,
@@ -293,7 +293,7 @@ impl ProxyCore {
                 max_transactions: config.max_transactions,
                 ..TxnConfig::default()
             }),
-            admission: config.admission.build(now),
+            admission: Box::new(config.admission.build(now)),
             queue: VecDeque::with_capacity(config.queue_capacity.min(1 << 16)),
             queue_capacity: config.queue_capacity,
             occupancy_now: QueueOccupancy::default(),
@@ -516,6 +516,14 @@ impl ProxyCore {
         s.pending_requests = self.links.values().filter(|l| !l.final_relayed).count();
         s.txn = *self.txn.stats();
         s
+    }
+
+    /// Replaces the receive-stage admission policy (the configured one is built from
+    /// `config.admission`): the hook where other overload controls plug in. The policy sees
+    /// every arrival (`on_arrival`, `on_queue`) and every completion (`on_processed`, with the
+    /// virtual service time).
+    pub fn set_admission(&mut self, policy: Box<dyn LocalAdmission + Send>) {
+        self.admission = policy;
     }
 
     /// The admission policy's view, for metrics.

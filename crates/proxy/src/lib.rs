@@ -46,7 +46,8 @@
 //!    (`Message::parse`), classification (new session, other request, response) and the
 //!    admission hook (a `sluice_control` [`LocalAdmission`](sluice_control::LocalAdmission)):
 //!    admit, or reject with 503 (optionally with Retry-After). In-dialog requests, ACKs and
-//!    responses are never rejected. Admitted and rejected messages enter a bounded FIFO
+//!    responses are never rejected. The configured policy comes from `[admission]`; any
+//!    other plugs in with [`ProxyCore::set_admission`]. Admitted and rejected messages enter a bounded FIFO
 //!    (default 500); arrivals at a full queue are dropped and counted.
 //! 2. **Processor** ([`ProxyCore::handle_timeout`]): takes messages from the FIFO in order
 //!    and does the full work: validation, the transaction layer (`sluice_txn`), routing,

@@ -567,3 +567,49 @@ fn timer_c_cancels_a_ringing_branch_and_then_gives_up_on_a_silent_next_hop() {
     assert_eq!((s.timer_c_cancels, s.timer_c_abandoned), (1, 1));
     assert_eq!(s.pending_requests, 0);
 }
+
+/// A policy of the test's own: rejects every arrival it is asked about, and records what it
+/// saw, to show what the hook is given.
+#[derive(Debug, Default)]
+struct RejectAll {
+    arrivals: std::sync::Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl sluice_control::LocalAdmission for RejectAll {
+    fn on_arrival(
+        &mut self,
+        _now: Time,
+        _queue_len: usize,
+        _message: &sluice_control::MessageSummary,
+    ) -> sluice_control::AdmissionVerdict {
+        self.arrivals
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        sluice_control::AdmissionVerdict::Reject
+    }
+    fn handle_timeout(&mut self, _now: Time) {}
+    fn poll_timeout(&self) -> Option<Time> {
+        None
+    }
+}
+
+#[test]
+fn a_plugged_in_policy_rejects_new_sessions_but_never_dialog_traffic() {
+    let mut core = core_with(&config());
+    let policy = RejectAll::default();
+    let arrivals = policy.arrivals.clone();
+    core.set_admission(Box::new(policy));
+    let out = step(&mut core, Time::ZERO, invite("p1", 70).as_bytes(), UAC);
+    assert_eq!(out.len(), 1);
+    assert!(text(&out[0]).starts_with("SIP/2.0 503 Service Unavailable\r\n"));
+    // The policy said reject to the BYE too; the receive stage admits it anyway.
+    let out = step(
+        &mut core,
+        Time::ZERO,
+        in_dialog("BYE", "p0", 2, "p0bye").as_bytes(),
+        UAC,
+    );
+    assert_eq!(only_to(&out, UAS).len(), 1);
+    assert_eq!(arrivals.load(std::sync::atomic::Ordering::Relaxed), 2);
+    let s = core.stats(Time::ZERO);
+    assert_eq!((s.rejected_policy, s.admitted), (1, 1));
+}
