@@ -24,7 +24,6 @@ const RECV_BATCH: usize = 256;
 const MAX_PENDING_SENDS: usize = 65_536;
 
 /// A proxy bound to its socket(s), ready to [`run`](Proxy::run).
-#[derive(Debug)]
 pub struct Proxy {
     config: ProxyConfig,
     socket: UdpSocket,
@@ -33,6 +32,16 @@ pub struct Proxy {
     admin_addr: Option<SocketAddr>,
     shutdown_tx: watch::Sender<bool>,
     shutdown_rx: watch::Receiver<bool>,
+    admission: Option<Box<dyn sluice_control::LocalAdmission + Send>>,
+}
+
+impl std::fmt::Debug for Proxy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Proxy")
+            .field("local", &self.local)
+            .field("admin", &self.admin_addr)
+            .finish_non_exhaustive()
+    }
 }
 
 /// Starts a graceful shutdown of a running [`Proxy`] (clone it freely).
@@ -99,6 +108,7 @@ impl Proxy {
             admin_addr,
             shutdown_tx,
             shutdown_rx,
+            admission: None,
         })
     }
 
@@ -110,6 +120,12 @@ impl Proxy {
     /// The bound admin HTTP address, if configured.
     pub fn admin_addr(&self) -> Option<SocketAddr> {
         self.admin_addr
+    }
+
+    /// Runs with this admission policy instead of the configured one
+    /// ([`ProxyCore::set_admission`]).
+    pub fn set_admission(&mut self, policy: Box<dyn sluice_control::LocalAdmission + Send>) {
+        self.admission = Some(policy);
     }
 
     pub fn shutdown_handle(&self) -> ShutdownHandle {
@@ -126,12 +142,16 @@ impl Proxy {
             admin,
             shutdown_tx: _keep_open,
             mut shutdown_rx,
+            admission,
             ..
         } = self;
         let origin = Instant::now();
         let now = || Time::from_nanos(origin.elapsed().as_nanos() as u64);
         let at = |t: Time| origin + Duration::from_nanos(t.as_nanos());
         let mut core = ProxyCore::new(&config, local, now());
+        if let Some(policy) = admission {
+            core.set_admission(policy);
+        }
         let (admin_tx, mut admin_rx) = mpsc::channel::<oneshot::Sender<Snapshot>>(16);
         let admin_task = admin.map(|l| tokio::spawn(admin::serve(l, admin_tx)));
 
