@@ -10,6 +10,7 @@
 //!              [--config proxy.toml] [--queue 500] [--cost-forward-us 0] [--cost-reject-us 0]
 //!              [--admission none|threshold|ohta|occ|red|latency-bucket] [--retry-after 0]
 //!              [--admin 127.0.0.1:9090] [--max-transactions N] [--grace 5] [--print-config]
+//!              [--advertise HOST:PORT]
 //! ```
 //!
 //! Flags override the TOML file ([`ProxyConfig`], every field defaulted, unknown fields are an
@@ -47,8 +48,9 @@
 //!    admission hook (a `sluice_control` [`LocalAdmission`](sluice_control::LocalAdmission)):
 //!    admit, or reject with 503 (optionally with Retry-After). In-dialog requests, ACKs and
 //!    responses are never rejected. The configured policy comes from `[admission]`; any
-//!    other plugs in with [`ProxyCore::set_admission`]. Admitted and rejected messages enter a bounded FIFO
-//!    (default 500); arrivals at a full queue are dropped and counted.
+//!    other plugs in with [`ProxyCore::set_admission`] (or [`Proxy::set_admission`]).
+//!    Admitted and rejected messages enter a bounded FIFO (default 500); arrivals at a full
+//!    queue are dropped and counted.
 //! 2. **Processor** ([`ProxyCore::handle_timeout`]): takes messages from the FIFO in order
 //!    and does the full work: validation, the transaction layer (`sluice_txn`), routing,
 //!    forwarding with Via/Record-Route/Max-Forwards edits, and the 503 for rejected ones.
