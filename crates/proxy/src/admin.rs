@@ -169,6 +169,9 @@ pub(crate) fn status_json(
         "transactions_refused": s.txn.refused.table_full,
         "pending_requests": s.pending_requests,
         "occupancy": s.occupancy,
+        "occupancy_whole_run": ((s.busy_virtual + s.busy_native).as_secs_f64()
+            / uptime.as_secs_f64().max(1e-9))
+        .min(1.0),
         "busy_virtual_s": s.busy_virtual.as_secs_f64(),
         "busy_native_s": s.busy_native.as_secs_f64(),
     })
