@@ -48,6 +48,12 @@ pub struct EsConfig {
     pub lower: [f64; 4],
     /// Upper bounds; unset means none.
     pub upper: Option<[f64; 4]>,
+    /// Largest change of `θ̂_i` in one iteration; unset means none (the paper's ES).
+    /// sluice's addition: at the edge of stability a measured cost can jump by an order of
+    /// magnitude from one iteration to the next (0.84 to 18.7 in the simulator when K_pc
+    /// reached 0), and eq. (12) then throws `θ̂` hundreds of units away, into a flat
+    /// region the dither cannot climb out of. The limit bounds that damage.
+    pub max_step: Option<[f64; 4]>,
 }
 
 impl Default for EsConfig {
@@ -61,6 +67,7 @@ impl Default for EsConfig {
             theta0: [12.0, 12.0, 20.0, 130.0],
             lower: [0.0; 4],
             upper: None,
+            max_step: None,
         }
     }
 }
@@ -89,6 +96,7 @@ pub struct ExtremumSeeking {
     k_aw: f64,
     lower: [f64; 4],
     upper: [f64; 4],
+    max_step: Option<[f64; 4]>,
     k: u64,
     estimate: [f64; 4],
     theta: [f64; 4],
@@ -142,6 +150,9 @@ impl ExtremumSeeking {
             k_aw: finite_or(config.k_aw, paper.k_aw),
             lower,
             upper,
+            max_step: config
+                .max_step
+                .map(|m| std::array::from_fn(|i| if m[i].is_nan() { 0.0 } else { m[i] })),
             k: 0,
             estimate,
             theta,
@@ -218,7 +229,11 @@ impl ExtremumSeeking {
             // Eq. (12).
             let back_calculation = self.k_aw * (saturated[i] - self.theta[i]);
             let gradient = self.alpha[i] * (self.omega[i] * k).cos() * high_passed;
-            let next = self.estimate[i] + back_calculation - self.gamma[i] * gradient;
+            let mut step = back_calculation - self.gamma[i] * gradient;
+            if let Some(limit) = self.max_step.map(|m| m[i]).filter(|m| *m > 0.0) {
+                step = step.clamp(-limit, limit);
+            }
+            let next = self.estimate[i] + step;
             if next.is_finite() {
                 self.estimate[i] = next;
             }

@@ -149,3 +149,27 @@ fn unmeasurable_costs_are_skipped_not_propagated() {
         es.report(1e308);
     }
 }
+
+#[test]
+fn a_step_limit_bounds_how_far_one_cost_spike_throws_the_estimate() {
+    let limited = EsConfig {
+        max_step: Some([0.5, 0.5, 0.5, 0.5]),
+        ..EsConfig::default()
+    };
+    for (config, bounded) in [(EsConfig::default(), false), (limited, true)] {
+        let mut es = ExtremumSeeking::new(&config);
+        es.report(1.0);
+        es.report(1.0);
+        let before = es.raw_estimate();
+        es.report(50.0);
+        let after = es.raw_estimate();
+        let moved = (0..4)
+            .map(|i| (after[i] - before[i]).abs())
+            .fold(0.0, f64::max);
+        if bounded {
+            assert!(moved <= 0.5 + 1e-12, "moved {moved}");
+        } else {
+            assert!(moved > 10.0, "the paper's ES should jump, moved {moved}");
+        }
+    }
+}
