@@ -653,7 +653,14 @@ fn sipp_step(
     let timeout = format!("{:.0}s", args.step_secs + args.drain + 2.0);
     let common = |cmd: &mut std::process::Command| {
         cmd.args(["-i", "127.0.0.1", "-buff_size", "1048576", "-nostdin"])
-            .args(["-timeout", &timeout, "-trace_stat", "-fd", "1"])
+            .args([
+                "-timeout",
+                &timeout,
+                "-trace_stat",
+                "-fd",
+                "1",
+                "-trace_err",
+            ])
             .stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null());
@@ -663,7 +670,9 @@ fn sipp_step(
         .arg(args.sipp_scenarios.join("uas.xml"))
         .args(["-p", &uas_addr.port().to_string(), "-m", &calls.to_string()])
         .arg("-stf")
-        .arg(&uas_stat);
+        .arg(&uas_stat)
+        .arg("-error_file")
+        .arg(dir.join(format!("uas-{rate:.0}-errors.log")));
     common(&mut uas);
     let mut uas = uas.spawn().map_err(|e| format!("sipp (uas): {e}"))?;
     std::thread::sleep(Duration::from_millis(300));
@@ -675,7 +684,9 @@ fn sipp_step(
         .args(["-r", &format!("{rate:.0}"), "-m", &calls.to_string()])
         .args(["-l", &(calls.max(1000)).to_string()])
         .arg("-stf")
-        .arg(&uac_stat);
+        .arg(&uac_stat)
+        .arg("-error_file")
+        .arg(dir.join(format!("uac-{rate:.0}-errors.log")));
     common(&mut uac);
     let status = uac.status().map_err(|e| format!("sipp (uac): {e}"))?;
     // The UAS ends after its last call; give it the drain time, then stop it.
