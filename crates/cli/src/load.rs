@@ -728,7 +728,12 @@ fn sipp_step(
             && successful == calls
             && failed == 0
             && retransmissions_sent == 0,
-        note: (!status.success()).then(|| format!("sipp uac: {status}")),
+        note: (!status.success() || failed > 0).then(|| {
+            format!(
+                "sipp uac: {status}; SIPp's errors in {}",
+                dir.join(format!("ua*-{rate:.0}-errors.log")).display()
+            )
+        }),
     })
 }
 
