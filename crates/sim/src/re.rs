@@ -42,6 +42,8 @@ struct Queued {
 }
 
 /// What the processor works on: a message, or a slice of another process's load `d`.
+// Only one `InService` exists at a time, so boxing the message would buy nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug)]
 enum Work {
     Message(Queued),
@@ -306,13 +308,11 @@ impl Re {
             let head = self.invite_queue.front()?.summary;
             let mut reject = false;
             if let Some(drain) = self.admission.drain_mut() {
-                match drain.take(cx.now, &head) {
-                    Some(verdict) => reject = verdict == AdmissionVerdict::Reject,
-                    None => {
-                        self.drain_wake = drain.next_drain(cx.now);
-                        return None;
-                    }
-                }
+                let Some(verdict) = drain.take(cx.now, &head) else {
+                    self.drain_wake = drain.next_drain(cx.now);
+                    return None;
+                };
+                reject = verdict == AdmissionVerdict::Reject;
             }
             let mut q = self.invite_queue.pop_front()?;
             q.reject = reject;
