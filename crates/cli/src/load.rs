@@ -371,6 +371,12 @@ fn proxy_command(
         let workers: u32 = workers
             .parse()
             .map_err(|_| format!("--proxy {spec}: expected kamailio or kamailio:N"))?;
+        if !args.kamailio_cfg.is_file() {
+            return Err(format!(
+                "{}: no such file (run from the repository root or give --kamailio-cfg)",
+                args.kamailio_cfg.display()
+            ));
+        }
         format!(
             "exec kamailio -f '{}' -DD -E -m 1024 -n {workers} -l udp:{{listen}} -A 'NEXT_HOP=\"sip:{{next_hop}}\"'",
             args.kamailio_cfg.display()
@@ -784,6 +790,17 @@ pub fn bench_proxy(args: &ProxyBenchArgs) -> Result<(), String> {
         "us/call",
         "uac"
     );
+    if args.generator == GeneratorArg::Sipp {
+        for file in ["uac.xml", "uas.xml"] {
+            let path = args.sipp_scenarios.join(file);
+            if !path.is_file() {
+                return Err(format!(
+                    "{}: no such file (run from the repository root or give --sipp-scenarios)",
+                    path.display()
+                ));
+            }
+        }
+    }
     let mut results = Vec::new();
     for spec in &args.proxies {
         results.push(bench_one(spec, args)?);
