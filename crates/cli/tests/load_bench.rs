@@ -1,0 +1,63 @@
+//! `sluice bench proxy` end to end at low rates: the step table, the highest clean rate and
+//! the JSON/CSV it writes (the measurement itself is what `bench proxy` prints, not a test).
+
+use std::process::Command;
+
+const SLUICE: &str = env!("CARGO_BIN_EXE_sluice");
+
+fn bench(proxy: &str, tag: &str) -> serde_json::Value {
+    let dir = std::env::temp_dir().join(format!("sluice-bench-test-{}-{tag}", std::process::id()));
+    let out = Command::new(SLUICE)
+        .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
+        .args(["bench", "proxy", "--proxy", proxy])
+        .args(["--start", "200", "--step", "200", "--max", "400"])
+        .args(["--step-secs", "1", "--drain", "2", "--out"])
+        .arg(&dir)
+        .output()
+        .expect("run bench");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains(&format!("{proxy:<14} sustains 400 calls/s")),
+        "{stdout}"
+    );
+    let json: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("bench_proxy.json")).unwrap()).unwrap();
+    let csv = std::fs::read_to_string(dir.join("bench_proxy.csv")).unwrap();
+    assert_eq!(
+        csv.lines().count(),
+        3,
+        "header and one row per step:\n{csv}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+    json
+}
+
+#[test]
+fn bench_without_a_proxy_measures_the_generator() {
+    let json = bench("none", "direct");
+    let run = &json[0];
+    assert_eq!(run["max_clean_rate"], 400.0);
+    let steps = run["steps"].as_array().unwrap();
+    assert_eq!(steps.len(), 2);
+    for (step, rate) in steps.iter().zip([200, 400]) {
+        assert_eq!(step["offered"], rate);
+        assert_eq!(step["successful"], rate);
+        assert_eq!(step["clean"], true);
+        assert!(step["proxy_cpu"].is_null(), "no proxy process to measure");
+    }
+}
+
+#[test]
+fn bench_through_the_sluice_proxy() {
+    let json = bench("sluice", "sluice");
+    let steps = json[0]["steps"].as_array().unwrap();
+    assert_eq!(steps.len(), 2);
+    assert!(steps.iter().all(|s| s["clean"] == true && s["failed"] == 0));
+    // The proxy is a child process whose CPU time the bench reads from /proc.
+    assert!(steps[1]["proxy_us_per_call"].as_f64().is_some());
+}
