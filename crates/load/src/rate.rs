@@ -192,11 +192,11 @@ impl Arrivals {
             }
             let t = match self.spacing {
                 Spacing::Constant => {
-                    self.step_origin + Duration::from_secs_f64(self.step_calls as f64 / rate)
+                    self.step_origin + secs(self.step_calls as f64 / rate)
                 }
                 Spacing::Poisson => {
                     let exp = Exp::new(rate).expect("rate checked > 0");
-                    from + Duration::from_secs_f64(exp.sample(&mut self.rng))
+                    from + secs(exp.sample(&mut self.rng))
                 }
             };
             match boundary {
@@ -215,6 +215,12 @@ impl Arrivals {
             }
         }
     }
+}
+
+/// Seconds as a `Duration`; a gap too long to represent (a vanishing rate) is "never"
+/// (`Time` + `Duration::MAX` saturates at `Time::MAX`, which no driver reaches).
+fn secs(s: f64) -> Duration {
+    Duration::try_from_secs_f64(s).unwrap_or(Duration::MAX)
 }
 
 #[cfg(test)]
@@ -293,6 +299,23 @@ mod tests {
         assert_eq!(in_first, 100);
         assert_eq!(v.len() - in_first, 300);
         assert!(*v.last().unwrap() < Time::from_secs(2));
+    }
+
+    #[test]
+    fn a_vanishing_rate_never_panics() {
+        for spacing in [Spacing::Constant, Spacing::Poisson] {
+            let mut a = Arrivals::new(
+                Schedule::constant(1e-300),
+                spacing,
+                1,
+                Time::ZERO,
+                None,
+                Some(3),
+            );
+            // The first constant-spaced call is at the start; after it, nothing is ever due.
+            while a.pop_due(Time::from_secs(1_000_000)).is_some() {}
+            assert!(a.peek().is_none_or(|t| t > Time::from_secs(1_000_000)));
+        }
     }
 
     #[test]
