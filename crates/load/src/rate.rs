@@ -191,9 +191,7 @@ impl Arrivals {
                 continue;
             }
             let t = match self.spacing {
-                Spacing::Constant => {
-                    self.step_origin + secs(self.step_calls as f64 / rate)
-                }
+                Spacing::Constant => self.step_origin + secs(self.step_calls as f64 / rate),
                 Spacing::Poisson => {
                     let exp = Exp::new(rate).expect("rate checked > 0");
                     from + secs(exp.sample(&mut self.rng))
