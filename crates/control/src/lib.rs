@@ -72,6 +72,7 @@ pub mod enforcer;
 pub mod estimation;
 pub mod fairness;
 pub mod optimal;
+pub mod overload;
 pub mod receiver;
 mod serde_millis;
 pub mod smoothing;

@@ -1,0 +1,107 @@
+//! Hop-by-hop overload control in the standard wire format: RFC 7339 (SIP overload
+//! control, default `loss` algorithm) and RFC 7415 (`rate`), with the paper's window
+//! feedback carried as a documented extension algorithm.
+//!
+//! Wire-independent: the driver parses the Via parameters with the codec and hands the
+//! values in; this module hands values (and the parameter text to append) back out. It
+//! never sees a message.
+//!
+//! # Names on the wire
+//! - `oc-algo` tokens: `loss` (RFC 7339 §7), `rate` (RFC 7415), and the extension
+//!   [`OcAlgorithm::SluiceWindow`], token `sluicewin`: `oc` carries the window, the
+//!   number of new sessions the client may still send (Shen et al. §2.4.1). RFC 7339's
+//!   grammar allows only letters and digits in an algorithm token, hence no hyphen.
+//! - [`FEED_FORWARD_PARAM`] (`sluice-ff`): an extension Via parameter on requests with the
+//!   client's offered session rate before throttling, in sessions per second (the
+//!   double-feed architecture, Shen et al. §6.1.2). Servers that do not know it ignore it
+//!   like any unknown Via parameter.
+//!
+//! # Driving the client (SE side, one [`OcClient`] per configured next hop)
+//! 1. Classify every request bound for that hop into [`RequestTraits`], then
+//!    `client.admit(now, &traits)`: [`OcVerdict::Forward`] → send it; `Reject` → answer
+//!    the caller with a 503 instead of sending it (the request is "reduced", RFC 7339 §5).
+//! 2. In the Via this proxy pushes on a forwarded request, append
+//!    `client.append_request_params(now, &mut via)` (`;oc;oc-algo="…"` and, with double
+//!    feed, `;sluice-ff=…`).
+//! 3. For every response from that hop, read the top Via (this proxy's own, before
+//!    popping it) into an [`OcResponse`] and call `client.on_response(now, &response)`;
+//!    if a parameter did not parse, call `client.on_malformed()` instead.
+//! 4. Wake at `client.poll_timeout()` and call `client.handle_timeout(now)` (validity
+//!    expiry, RFC 7339 §5.5).
+//!
+//! # Driving the server (RE side, one [`OcServer`] for all configured upstream neighbours)
+//! 1. For each request from configured neighbour `n`:
+//!    `server.on_request(now, n, &traits, via.param("sluice-ff"))`; pass a returned
+//!    [`FeedForward`](crate::FeedForward) on to the feedback generator.
+//! 2. For each response sent to `n` (generated or relayed, including the first non-100
+//!    after a 100 Trying), look at the top Via it will carry: if it has `oc`, call
+//!    `server.response_params(now, n, &offered_algorithms, generator.feedback_for(now, n))`
+//!    and put the returned [`OcParams`] on that Via (`OcParams::pairs()` for
+//!    `ResponseEdits::top_via_params`). Without `oc` in that Via nothing is added
+//!    (RFC 7339 §5.2: only clients that declared support get the parameters).
+//! 3. Requests the RE refuses are answered 503 without Retry-After, whether or not the
+//!    client takes part: a Retry-After would switch all of that client's traffic off
+//!    for the whole period instead of shedding the surplus.
+//!
+//! All randomness comes from seeded ChaCha8 streams; equal inputs give equal outputs.
+
+mod classify;
+mod client;
+mod loss;
+mod rate;
+mod sequence;
+mod server;
+
+pub use classify::{is_sos_urn, Reduction, RequestMethod, RequestTraits};
+pub use client::{OcClient, OcClientConfig, OcClientStats, OcResponse, OcUpdate, OcVerdict};
+pub use loss::LossThrottle;
+pub use rate::RateBucket;
+pub use sequence::OcSequence;
+pub use server::{OcParams, OcServer, OcServerConfig, OcServerStats};
+
+/// The Via parameter (requests only) carrying the client's offered session rate.
+pub const FEED_FORWARD_PARAM: &str = "sluice-ff";
+
+/// An overload control algorithm as named in `oc-algo`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum OcAlgorithm {
+    /// RFC 7339 §7: `oc` is the percentage of requests to drop.
+    Loss,
+    /// RFC 7415: `oc` is the maximum request rate, per second.
+    Rate,
+    /// Extension: `oc` is the window of new sessions (Shen et al. §3.3–3.5).
+    SluiceWindow,
+}
+
+impl OcAlgorithm {
+    pub const ALL: [OcAlgorithm; 3] = [
+        OcAlgorithm::Loss,
+        OcAlgorithm::Rate,
+        OcAlgorithm::SluiceWindow,
+    ];
+
+    pub fn token(self) -> &'static str {
+        match self {
+            OcAlgorithm::Loss => "loss",
+            OcAlgorithm::Rate => "rate",
+            OcAlgorithm::SluiceWindow => "sluicewin",
+        }
+    }
+
+    /// Tokens compare case-insensitively; surrounding blanks are ignored.
+    pub fn from_token(token: &str) -> Option<OcAlgorithm> {
+        let token = token.trim();
+        OcAlgorithm::ALL
+            .into_iter()
+            .find(|a| a.token().eq_ignore_ascii_case(token))
+    }
+}
+
+/// Parses a `sluice-ff` value: a finite, non-negative decimal rate.
+pub fn parse_feed_forward(raw: &[u8]) -> Option<f64> {
+    let rate: f64 = std::str::from_utf8(raw).ok()?.trim().parse().ok()?;
+    (rate.is_finite() && rate >= 0.0).then_some(rate)
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,547 @@
+use super::*;
+use crate::types::{Feedback, FeedbackValue, NeighbourId};
+use sluice_time::Time;
+use std::time::Duration;
+
+fn seq(text: &str) -> OcSequence {
+    OcSequence::parse(text).unwrap()
+}
+
+fn client(algorithms: &[OcAlgorithm]) -> OcClient {
+    OcClient::new(
+        OcClientConfig {
+            algorithms: algorithms.to_vec(),
+            ..OcClientConfig::default()
+        },
+        7,
+        1,
+        Time::ZERO,
+    )
+}
+
+fn response<'a>(oc: u64, algorithm: &'a str, validity_ms: u64, s: &str) -> OcResponse<'a> {
+    OcResponse {
+        oc: Some(oc),
+        algorithm: Some(algorithm),
+        validity_ms: Some(validity_ms),
+        seq: Some(seq(s)),
+    }
+}
+
+const INVITE: RequestTraits = RequestTraits {
+    method: RequestMethod::Invite,
+    in_dialog: false,
+    priority: false,
+};
+const PRIORITY_INVITE: RequestTraits = RequestTraits {
+    method: RequestMethod::Invite,
+    in_dialog: false,
+    priority: true,
+};
+
+fn exempt_requests() -> [RequestTraits; 4] {
+    let r = |method, in_dialog| RequestTraits {
+        method,
+        in_dialog,
+        priority: false,
+    };
+    [
+        r(RequestMethod::Ack, true),
+        r(RequestMethod::Bye, true),
+        r(RequestMethod::Cancel, false),
+        // A re-INVITE: To carries a tag.
+        r(RequestMethod::Invite, true),
+    ]
+}
+
+#[test]
+fn classification_exempts_dialog_requests_and_cancel_and_ranks_priority() {
+    for r in exempt_requests() {
+        assert_eq!(r.reduction(), Reduction::Exempt, "{r:?}");
+    }
+    assert_eq!(INVITE.reduction(), Reduction::Normal);
+    assert_eq!(PRIORITY_INVITE.reduction(), Reduction::Priority);
+    let options = RequestTraits {
+        method: RequestMethod::Other,
+        in_dialog: false,
+        priority: false,
+    };
+    assert_eq!(options.reduction(), Reduction::Normal);
+    assert!(!options.starts_session());
+    assert!(is_sos_urn(b"urn:service:sos"));
+    assert!(is_sos_urn(b"URN:Service:SOS.police"));
+    assert!(!is_sos_urn(b"urn:service:sossy"));
+    assert!(!is_sos_urn(b"sip:sos@example.com"));
+}
+
+#[test]
+fn oc_seq_compares_as_a_decimal_number_and_renders_five_digits() {
+    assert!(seq("1.10") < seq("1.9"));
+    assert_eq!(seq("1.5"), seq("1.50000"));
+    assert!(seq("2.0") > seq("1.99999"));
+    assert!(OcSequence::parse("12").is_none());
+    assert!(OcSequence::parse("1.").is_none());
+    assert!(OcSequence::parse("1234567890123.1").is_none());
+    assert!(OcSequence::parse("1.-2").is_none());
+    assert_eq!(seq("1282321615.782").to_string(), "1282321615.78200");
+    assert_eq!(seq("7.00009").successor().to_string(), "7.00010");
+    assert_eq!(seq("7.99999").successor().to_string(), "8.00000");
+}
+
+#[test]
+fn client_ignores_equal_and_older_oc_seq() {
+    let mut c = client(&[OcAlgorithm::Loss]);
+    let t = Time::from_millis(1);
+    assert_eq!(
+        c.on_response(t, &response(10, "loss", 500, "1.9")),
+        OcUpdate::Applied
+    );
+    // 1.10 is 1.1 as a number: older than 1.9.
+    assert_eq!(
+        c.on_response(t, &response(90, "loss", 500, "1.10")),
+        OcUpdate::Stale
+    );
+    assert_eq!(
+        c.on_response(t, &response(90, "loss", 500, "1.9")),
+        OcUpdate::Stale
+    );
+    assert_eq!(c.value(), Some(10));
+    assert_eq!(
+        c.on_response(t, &response(30, "loss", 500, "1.90001")),
+        OcUpdate::Applied
+    );
+    assert_eq!(c.value(), Some(30));
+    assert_eq!(c.stats().stale, 2);
+    assert_eq!(c.stats().applied, 2);
+}
+
+#[test]
+fn validity_expiry_ends_control_at_that_instant() {
+    let mut c = client(&[OcAlgorithm::Loss]);
+    let start = Time::from_secs(3);
+    c.on_response(start, &response(100, "loss", 500, "5.0"));
+    assert_eq!(c.poll_timeout(), Some(start + Duration::from_millis(500)));
+    let just_before = start + Duration::from_millis(500) - Duration::from_nanos(1);
+    assert_eq!(c.admit(just_before, &INVITE), OcVerdict::Reject);
+    c.handle_timeout(just_before);
+    assert_eq!(c.active(), Some(OcAlgorithm::Loss));
+    c.handle_timeout(start + Duration::from_millis(500));
+    assert_eq!(c.active(), None);
+    assert_eq!(c.poll_timeout(), None);
+    assert_eq!(
+        c.admit(start + Duration::from_millis(500), &INVITE),
+        OcVerdict::Forward
+    );
+    assert_eq!(c.stats().expired, 1);
+}
+
+#[test]
+fn absent_validity_uses_the_configured_default() {
+    let mut c = client(&[OcAlgorithm::Loss]);
+    let r = OcResponse {
+        validity_ms: None,
+        ..response(40, "loss", 0, "1.0")
+    };
+    assert_eq!(c.on_response(Time::ZERO, &r), OcUpdate::Applied);
+    assert_eq!(c.poll_timeout(), Some(Time::from_millis(500)));
+}
+
+#[test]
+fn zero_validity_stops_control_at_once() {
+    let mut c = client(&[OcAlgorithm::Loss]);
+    c.on_response(Time::ZERO, &response(100, "loss", 10_000, "1.0"));
+    assert_eq!(c.admit(Time::from_millis(1), &INVITE), OcVerdict::Reject);
+    assert_eq!(
+        c.on_response(Time::from_millis(2), &response(100, "loss", 0, "1.1")),
+        OcUpdate::Stopped
+    );
+    assert_eq!(c.active(), None);
+    assert_eq!(c.poll_timeout(), None);
+    assert_eq!(c.admit(Time::from_millis(2), &INVITE), OcVerdict::Forward);
+}
+
+#[test]
+fn out_of_range_unknown_and_unnumbered_values_are_ignored_and_counted() {
+    let mut c = client(&[OcAlgorithm::Loss]);
+    let t = Time::ZERO;
+    assert_eq!(
+        c.on_response(t, &response(101, "loss", 500, "1.0")),
+        OcUpdate::OutOfRange
+    );
+    assert_eq!(
+        c.on_response(t, &response(10, "loss", 3_600_001, "1.1")),
+        OcUpdate::OutOfRange
+    );
+    // Not offered by this client, though known.
+    assert_eq!(
+        c.on_response(t, &response(10, "rate", 500, "1.2")),
+        OcUpdate::UnknownAlgorithm
+    );
+    assert_eq!(
+        c.on_response(t, &response(10, "fancy", 500, "1.3")),
+        OcUpdate::UnknownAlgorithm
+    );
+    let unnumbered = OcResponse {
+        seq: None,
+        ..response(10, "loss", 500, "1.4")
+    };
+    assert_eq!(c.on_response(t, &unnumbered), OcUpdate::MissingSeq);
+    c.on_malformed();
+    assert_eq!(c.active(), None);
+    let s = c.stats();
+    assert_eq!(
+        (
+            s.out_of_range,
+            s.unknown_algorithm,
+            s.missing_seq,
+            s.malformed
+        ),
+        (2, 2, 1, 1)
+    );
+    // A rejected value does not advance the sequence: 1.0 is still acceptable.
+    assert_eq!(
+        c.on_response(t, &response(10, "loss", 500, "1.0")),
+        OcUpdate::Applied
+    );
+}
+
+#[test]
+fn loss_at_50_reduces_half_of_category_1_and_no_exempt_request() {
+    let mut c = client(&[OcAlgorithm::Loss]);
+    c.on_response(Time::ZERO, &response(50, "loss", 60_000, "1.0"));
+    let n = 20_000;
+    let mut rejected = 0u32;
+    for k in 0..n {
+        let now = Time::from_micros(k);
+        if c.admit(now, &INVITE) == OcVerdict::Reject {
+            rejected += 1;
+        }
+        for r in exempt_requests() {
+            assert_eq!(c.admit(now, &r), OcVerdict::Forward);
+        }
+    }
+    let share = f64::from(rejected) / f64::from(u32::try_from(n).unwrap());
+    assert!((share - 0.5).abs() < 0.02, "dropped {share}");
+    assert_eq!(c.stats().exempt, 4 * n);
+    assert_eq!(c.stats().rejected_normal, u64::from(rejected));
+}
+
+/// Offers `n` reducible requests, every fifth a priority one (category 1 share 0.8),
+/// and returns the drop shares (category 1, category 2) after a warm-up.
+fn loss_by_category(percent: u64) -> (f64, f64) {
+    let mut c = client(&[OcAlgorithm::Loss]);
+    c.on_response(Time::ZERO, &response(percent, "loss", 60_000, "1.0"));
+    let (mut offered, mut dropped) = ([0u32; 2], [0u32; 2]);
+    for k in 0..50_000u32 {
+        let priority = k % 5 == 4;
+        let r = if priority { PRIORITY_INVITE } else { INVITE };
+        let verdict = c.admit(Time::from_micros(u64::from(k)), &r);
+        if k >= 5_000 {
+            let i = usize::from(priority);
+            offered[i] += 1;
+            dropped[i] += u32::from(verdict == OcVerdict::Reject);
+        }
+    }
+    let share = |i: usize| f64::from(dropped[i]) / f64::from(offered[i]);
+    (share(0), share(1))
+}
+
+#[test]
+fn category_2_is_reduced_only_once_category_1_is_exhausted() {
+    // 50% of all with 80% category 1: category 1 loses 0.5 / 0.8, category 2 nothing.
+    let (normal, priority) = loss_by_category(50);
+    assert!((normal - 0.625).abs() < 0.03, "category 1 {normal}");
+    assert!(priority.abs() < f64::EPSILON, "category 2 {priority}");
+    // 90%: category 1 is all dropped, category 2 loses (0.9 - 0.8) / 0.2.
+    let (normal, priority) = loss_by_category(90);
+    assert!(normal > 0.97, "category 1 {normal}");
+    assert!((priority - 0.5).abs() < 0.06, "category 2 {priority}");
+}
+
+#[test]
+fn rate_bucket_admits_the_target_rate_with_bounded_bursts() {
+    let mut c = client(&[OcAlgorithm::Rate]);
+    c.on_response(Time::ZERO, &response(100, "rate", 60_000, "1.0"));
+    // A burst of 50 at one instant: at most tau / T + 1 = 20 ms / 10 ms + 1 = 3 pass.
+    let burst = (0..50)
+        .filter(|_| c.admit(Time::ZERO, &INVITE) == OcVerdict::Forward)
+        .count();
+    assert!((1..=3).contains(&burst), "burst {burst}");
+    // 1000 per second offered for 10 s: 100 per second pass, within the burst bound.
+    let mut passed = 0u64;
+    for k in 1..=10_000u64 {
+        if c.admit(Time::from_millis(k), &INVITE) == OcVerdict::Forward {
+            passed += 1;
+        }
+    }
+    assert!((997..=1003).contains(&passed), "passed {passed}");
+    // Under that overload, priority requests still find room: their tolerance is larger.
+    let mut c = client(&[OcAlgorithm::Rate]);
+    c.on_response(Time::ZERO, &response(100, "rate", 60_000, "1.0"));
+    let (mut normal, mut priority) = (0, 0);
+    for k in 1..=10_000u64 {
+        let now = Time::from_millis(k);
+        if k % 50 == 0 {
+            priority += u32::from(c.admit(now, &PRIORITY_INVITE) == OcVerdict::Forward);
+        } else {
+            normal += u32::from(c.admit(now, &INVITE) == OcVerdict::Forward);
+        }
+    }
+    assert_eq!(priority, 200, "every priority request passes");
+    assert!((795..=805).contains(&normal), "normal {normal}");
+    for r in exempt_requests() {
+        assert_eq!(c.admit(Time::from_secs(11), &r), OcVerdict::Forward);
+    }
+}
+
+#[test]
+fn rate_zero_refuses_every_reducible_request() {
+    let mut c = client(&[OcAlgorithm::Rate]);
+    c.on_response(Time::ZERO, &response(0, "rate", 60_000, "1.0"));
+    assert_eq!(c.admit(Time::from_secs(1), &INVITE), OcVerdict::Reject);
+    assert_eq!(
+        c.admit(Time::from_secs(1), &PRIORITY_INVITE),
+        OcVerdict::Reject
+    );
+    assert_eq!(
+        c.admit(Time::from_secs(1), &exempt_requests()[0]),
+        OcVerdict::Forward
+    );
+}
+
+#[test]
+fn window_extension_counts_session_starts_only() {
+    let mut c = client(&[OcAlgorithm::SluiceWindow]);
+    c.on_response(Time::ZERO, &response(2, "sluicewin", 5_000, "1.0"));
+    let t = Time::from_millis(1);
+    assert_eq!(c.admit(t, &INVITE), OcVerdict::Forward);
+    assert_eq!(c.admit(t, &INVITE), OcVerdict::Forward);
+    assert_eq!(c.admit(t, &INVITE), OcVerdict::Reject);
+    let options = RequestTraits {
+        method: RequestMethod::Other,
+        ..INVITE
+    };
+    assert_eq!(c.admit(t, &options), OcVerdict::Forward);
+    assert_eq!(c.admit(t, &PRIORITY_INVITE), OcVerdict::Forward);
+    assert_eq!(c.value(), Some(0));
+    c.on_response(t, &response(1, "sluicewin", 5_000, "1.1"));
+    assert_eq!(c.admit(t, &INVITE), OcVerdict::Forward);
+    assert_eq!(c.admit(t, &INVITE), OcVerdict::Reject);
+}
+
+#[test]
+fn client_request_params_render_exactly() {
+    let mut c = client(&[OcAlgorithm::Loss, OcAlgorithm::Rate]);
+    let mut via = String::from("SIP/2.0/UDP 127.0.0.1:5060;branch=z9hG4bKx");
+    c.append_request_params(Time::ZERO, &mut via);
+    assert_eq!(
+        via,
+        "SIP/2.0/UDP 127.0.0.1:5060;branch=z9hG4bKx;oc;oc-algo=\"loss,rate\""
+    );
+    // Double feed: the offered session rate once the meter has an interval.
+    let mut c = OcClient::new(
+        OcClientConfig {
+            algorithms: vec![OcAlgorithm::SluiceWindow],
+            feed_forward: true,
+            meter_smoothing_weight: 1.0,
+            ..OcClientConfig::default()
+        },
+        1,
+        1,
+        Time::ZERO,
+    );
+    for k in 0..25 {
+        c.admit(Time::from_millis(k * 4), &INVITE);
+    }
+    let mut via = String::new();
+    c.append_request_params(Time::from_millis(100), &mut via);
+    assert_eq!(via, ";oc;oc-algo=\"sluicewin\";sluice-ff=250.000");
+}
+
+fn server(supported: &[OcAlgorithm]) -> OcServer {
+    OcServer::new(OcServerConfig {
+        supported: supported.to_vec(),
+        epoch_secs: 1_700_000_000,
+        ..OcServerConfig::default()
+    })
+}
+
+#[allow(clippy::unnecessary_wraps)] // Reads as the generator's return value.
+fn fb(sequence: u64, value: FeedbackValue) -> Option<Feedback> {
+    Some(Feedback { sequence, value })
+}
+
+const SE: NeighbourId = NeighbourId(3);
+
+#[test]
+fn negotiation_picks_the_first_offered_algorithm_the_server_supports() {
+    let s = server(&[OcAlgorithm::Rate, OcAlgorithm::Loss]);
+    assert_eq!(
+        s.negotiate(&["fancy", "LOSS", "rate"]),
+        Some(OcAlgorithm::Loss)
+    );
+    assert_eq!(s.negotiate(&["rate", "loss"]), Some(OcAlgorithm::Rate));
+    assert_eq!(s.negotiate(&["sluicewin"]), None);
+    let mut s = server(&[OcAlgorithm::Rate]);
+    let params = s.response_params(
+        Time::ZERO,
+        SE,
+        &["loss"],
+        fb(1, FeedbackValue::AcceptFraction(0.5)),
+    );
+    assert_eq!(params, None);
+    assert_eq!(s.stats().no_common_algorithm, 1);
+}
+
+#[test]
+#[allow(clippy::many_single_char_names)]
+fn server_translates_feedback_and_renders_exact_parameters() {
+    let mut s = server(&OcAlgorithm::ALL);
+    let t = Time::from_millis(2_500);
+    let p = s
+        .response_params(t, SE, &["loss"], fb(1, FeedbackValue::AcceptFraction(0.7)))
+        .unwrap();
+    let mut via = String::from("SIP/2.0/UDP 127.0.0.1:5070;branch=z9hG4bKa;oc");
+    p.append_to(&mut via);
+    assert_eq!(
+        via,
+        "SIP/2.0/UDP 127.0.0.1:5070;branch=z9hG4bKa;oc;oc=30;oc-algo=\"loss\";\
+oc-validity=500;oc-seq=1700000002.00000"
+    );
+    // Within the same second the fraction steps; the text orders as the number does.
+    let q = s
+        .response_params(t, SE, &["rate"], fb(2, FeedbackValue::Rate(123.4)))
+        .unwrap();
+    assert_eq!((q.oc, q.algorithm), (123, OcAlgorithm::Rate));
+    assert_eq!(q.seq.to_string(), "1700000002.00001");
+    assert!(q.seq > p.seq);
+    let w = s
+        .response_params(t, SE, &["sluicewin"], fb(3, FeedbackValue::Window(17)))
+        .unwrap();
+    assert_eq!((w.oc, w.validity_ms), (17, 5_000));
+    assert_eq!(
+        w.pairs().map(|(_, v)| v),
+        [
+            "17".to_string(),
+            "\"sluicewin\"".to_string(),
+            "5000".to_string(),
+            "1700000002.00002".to_string()
+        ]
+    );
+    // A later second starts from the clock again.
+    let later = s
+        .response_params(
+            Time::from_secs(9),
+            SE,
+            &["rate"],
+            fb(4, FeedbackValue::Rate(5.0)),
+        )
+        .unwrap();
+    assert_eq!(later.seq.to_string(), "1700000009.00000");
+}
+
+#[test]
+fn server_repeats_rate_values_with_fresh_seq_but_never_windows() {
+    let mut s = server(&OcAlgorithm::ALL);
+    let t = Time::from_secs(1);
+    assert_eq!(s.response_params::<&str>(t, SE, &["loss"], None), None);
+    let first = s
+        .response_params(t, SE, &["loss"], fb(1, FeedbackValue::AcceptFraction(0.25)))
+        .unwrap();
+    let again = s.response_params::<&str>(t, SE, &["loss"], None).unwrap();
+    assert_eq!(again.oc, 75);
+    assert!(again.seq > first.seq);
+    s.response_params(t, SE, &["sluicewin"], fb(2, FeedbackValue::Window(4)))
+        .unwrap();
+    // The repeated value is the last loss/rate one, not the window.
+    let repeated = s.response_params::<&str>(t, SE, &["sluicewin"], None);
+    assert_eq!(repeated, None);
+    assert_eq!(s.stats().unconvertible, 1);
+}
+
+#[test]
+fn server_expresses_a_target_rate_as_loss_against_the_offered_rate() {
+    let mut s = server(&OcAlgorithm::ALL);
+    let t = Time::from_millis(10);
+    // Fed forward: 200 offered, 50 wanted: drop 75%.
+    let ff = s.on_request(t, SE, &INVITE, Some(b"200.0"));
+    assert_eq!(ff.map(|f| f.offered_rate), Some(200.0));
+    let p = s
+        .response_params(t, SE, &["loss"], fb(1, FeedbackValue::Rate(50.0)))
+        .unwrap();
+    assert_eq!(p.oc, 75);
+    // Without feed-forward: measured arrivals, scaled back by the loss asked for.
+    let other = NeighbourId(4);
+    let p = s.response_params(t, other, &["loss"], fb(2, FeedbackValue::Rate(50.0)));
+    assert_eq!(p, None, "no offered-rate estimate yet");
+    for k in 10..110 {
+        s.on_request(Time::from_millis(k), other, &INVITE, None);
+    }
+    // 100 in the first 100 ms: 1000 per second, so 50 wanted is a 95% loss.
+    let p = s
+        .response_params(
+            Time::from_millis(110),
+            other,
+            &["loss"],
+            fb(3, FeedbackValue::Rate(50.0)),
+        )
+        .unwrap();
+    assert_eq!(p.oc, 95);
+    assert_eq!(s.on_request(t, SE, &INVITE, Some(b"-3")), None);
+    assert_eq!(s.on_request(t, SE, &INVITE, Some(b"NaN")), None);
+    assert_eq!(s.stats().feed_forward_malformed, 2);
+}
+
+#[test]
+fn server_state_is_bounded_and_counts_turned_away_neighbours() {
+    let mut s = OcServer::new(OcServerConfig {
+        max_neighbours: 2,
+        ..OcServerConfig::default()
+    });
+    for n in 0..3 {
+        let p = s.response_params(
+            Time::ZERO,
+            NeighbourId(n),
+            &["loss"],
+            fb(1, FeedbackValue::AcceptFraction(0.5)),
+        );
+        assert_eq!(p.is_some(), n < 2);
+    }
+    assert_eq!(s.stats().neighbours_turned_away, 1);
+}
+
+#[test]
+fn server_parameters_drive_the_client_end_to_end() {
+    let mut s = server(&OcAlgorithm::ALL);
+    let mut c = client(&[OcAlgorithm::Rate, OcAlgorithm::Loss]);
+    let t = Time::from_millis(5);
+    let offered = ["rate", "loss"];
+    let p = s
+        .response_params(t, SE, &offered, fb(1, FeedbackValue::Rate(40.0)))
+        .unwrap();
+    let text = p.seq.to_string();
+    let wire = OcResponse {
+        oc: Some(p.oc),
+        algorithm: Some(p.algorithm.token()),
+        validity_ms: Some(p.validity_ms),
+        seq: OcSequence::parse(&text),
+    };
+    assert_eq!(c.on_response(t, &wire), OcUpdate::Applied);
+    assert_eq!(c.active(), Some(OcAlgorithm::Rate));
+    assert_eq!(c.value(), Some(40));
+    assert_eq!(c.poll_timeout(), Some(t + Duration::from_millis(500)));
+    // The same response seen twice (a retransmission) is stale the second time.
+    assert_eq!(c.on_response(t, &wire), OcUpdate::Stale);
+}
+
+#[test]
+fn loss_draws_repeat_exactly_for_the_same_seed() {
+    let run = || {
+        let mut c = client(&[OcAlgorithm::Loss]);
+        c.on_response(Time::ZERO, &response(30, "loss", 60_000, "1.0"));
+        (0..200)
+            .map(|k| c.admit(Time::from_micros(k), &INVITE) == OcVerdict::Forward)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(run(), run());
+}
