@@ -22,13 +22,21 @@ pub struct ProxyArgs {
     /// Processor FIFO capacity, messages.
     #[arg(long)]
     queue: Option<usize>,
-    /// Emulated processor time per forwarded message, microseconds.
+    /// Emulated processor time per fully processed INVITE (and, unless --cost-other-us is
+    /// given, per other message), microseconds.
     #[arg(long)]
     cost_forward_us: Option<u64>,
-    /// Emulated processor time per rejected message, microseconds.
+    /// Emulated processor time per rejected INVITE, microseconds.
     #[arg(long)]
     cost_reject_us: Option<u64>,
-    /// Admission policy: none, threshold, ohta, occ, red, latency-bucket.
+    /// Emulated processor time per message other than an INVITE, microseconds.
+    #[arg(long)]
+    cost_other_us: Option<u64>,
+    /// Admitted INVITEs wait in their own queue behind everything else (De Cicco et al.).
+    #[arg(long)]
+    invite_queue: bool,
+    /// Admission policy: none, threshold, ohta, occ, red, pi, latency-bucket (pi implies
+    /// --invite-queue).
     #[arg(long)]
     admission: Option<String>,
     /// Retry-After seconds on rejections (0: none).
@@ -74,8 +82,18 @@ fn effective_config(args: &ProxyArgs) -> Result<ProxyConfig, String> {
     if let Some(v) = args.cost_reject_us {
         c.cost_reject_us = v;
     }
+    if let Some(v) = args.cost_other_us {
+        c.cost_other_us = Some(v);
+    }
+    if args.invite_queue {
+        c.invite_queue = true;
+    }
     if let Some(v) = &args.admission {
         c.admission.policy = v.parse().map_err(|e| format!("--admission: {e}"))?;
+        // On the command line, asking for the draining policy asks for its queue.
+        if c.admission.policy.drains_invite_queue() {
+            c.invite_queue = true;
+        }
     }
     if let Some(v) = args.retry_after {
         c.admission.retry_after_s = v;

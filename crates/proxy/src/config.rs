@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use sluice_control::admission::{
-    LatencyBucketConfig, OccConfig, OhtaConfig, RedConfig, ThresholdConfig,
+    LatencyBucketConfig, OccConfig, OhtaConfig, PiConfig, RedConfig, ThresholdConfig,
 };
 use sluice_control::{Algorithm, AnyLocalAdmission, ControlConfig};
 use sluice_time::Time;
@@ -26,10 +26,21 @@ pub struct ProxyConfig {
     pub routes: Vec<RouteRule>,
     /// The FIFO between the receive stage and the processor, in messages.
     pub queue_capacity: usize,
-    /// Emulated processor time per forwarded (fully processed) message, microseconds.
+    /// De Cicco et al.'s processing structure: admitted INVITEs wait in their own
+    /// drop-tail FIFO, served only when the main FIFO is empty (everything else, and
+    /// INVITEs rejected at arrival, go ahead of them). `pi` needs it: it drains this queue.
+    pub invite_queue: bool,
+    /// Capacity of the INVITE queue (`q_M`), INVITEs.
+    pub invite_queue_capacity: usize,
+    /// Emulated processor time per fully processed INVITE (a forwarded call's INVITE; with
+    /// `cost_other_us` unset, every fully processed message), microseconds.
     pub cost_forward_us: u64,
-    /// Emulated processor time per rejected message, microseconds.
+    /// Emulated processor time per rejected INVITE (its 503), microseconds.
     pub cost_reject_us: u64,
+    /// Emulated processor time per fully processed message other than an INVITE,
+    /// microseconds. Unset: `cost_forward_us` (every message costs the same, the model of
+    /// Shen et al.); 0 is De Cicco et al.'s model, where only INVITEs cost.
+    pub cost_other_us: Option<u64>,
     /// Most transactions (client and server) held at once; requests beyond get 503.
     pub max_transactions: usize,
     /// Timer C (RFC 3261 §16.6 step 11): an INVITE branch with no final response this long
@@ -57,8 +68,11 @@ impl Default for ProxyConfig {
             next_hop: None,
             routes: Vec::new(),
             queue_capacity: 500,
+            invite_queue: false,
+            invite_queue_capacity: 800,
             cost_forward_us: 0,
             cost_reject_us: 0,
+            cost_other_us: None,
             max_transactions: 200_000,
             timer_c_s: 181.0,
             max_datagram: 65_535,
@@ -86,7 +100,7 @@ pub struct RouteRule {
 
 /// The receive-stage admission policy: one of the `sluice_control` local policies that
 /// decide per arrival (`none`, `threshold`, `ohta`, `occ`, `red`, `latency-bucket`), with
-/// their parameters. `pi` drains the queue itself and is not wired yet.
+/// their parameters, or `pi`, which drains the INVITE queue (`invite_queue = true`) itself.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct AdmissionConfig {
@@ -97,6 +111,7 @@ pub struct AdmissionConfig {
     pub ohta: OhtaConfig,
     pub occ: OccConfig,
     pub red: RedConfig,
+    pub pi: PiConfig,
     pub latency_bucket: LatencyBucketConfig,
 }
 
@@ -109,6 +124,7 @@ impl Default for AdmissionConfig {
             ohta: OhtaConfig::default(),
             occ: OccConfig::default(),
             red: RedConfig::default(),
+            pi: PiConfig::default(),
             latency_bucket: LatencyBucketConfig::default(),
         }
     }
@@ -123,6 +139,7 @@ impl AdmissionConfig {
             ohta: self.ohta.clone(),
             occ: self.occ.clone(),
             red: self.red.clone(),
+            pi: self.pi.clone(),
             latency_bucket: self.latency_bucket.clone(),
             ..ControlConfig::default()
         }
@@ -206,12 +223,21 @@ impl ProxyConfig {
                 return bad(format!("duration_s must be a positive number, not {d}"));
             }
         }
-        if !self.admission.policy.is_local() || self.admission.policy.drains_invite_queue() {
+        if !self.admission.policy.is_local() {
             return bad(format!(
                 "admission policy {} is not available in the proxy yet (use none, threshold, \
-                 ohta, occ, red or latency-bucket)",
+                 ohta, occ, red, pi or latency-bucket)",
                 self.admission.policy
             ));
+        }
+        if self.admission.policy.drains_invite_queue() && !self.invite_queue {
+            return bad(format!(
+                "admission policy {} drains the INVITE queue: set invite_queue = true",
+                self.admission.policy
+            ));
+        }
+        if self.invite_queue && self.invite_queue_capacity == 0 {
+            return bad("invite_queue_capacity must be at least 1".into());
         }
         if let Some(a) = &self.advertise {
             if a.is_empty() || a.bytes().any(|b| b.is_ascii_whitespace() || b == b';') {
@@ -252,5 +278,21 @@ impl ProxyConfig {
 
     pub fn cost_reject(&self) -> Duration {
         Duration::from_micros(self.cost_reject_us)
+    }
+
+    pub fn cost_other(&self) -> Duration {
+        Duration::from_micros(self.cost_other_us.unwrap_or(self.cost_forward_us))
+    }
+
+    /// De Cicco et al.'s `β` as the emulated costs set it: the processor time of a
+    /// forwarded call over that of a rejected one (`None` if either is zero). A forwarded
+    /// call costs its INVITE and `others_forwarded` other messages (6 for a call through
+    /// this proxy from `sluice load`: 100, 180, 200, ACK, BYE and its 200); a rejected call
+    /// costs the 503 and `others_rejected` (1: the ACK for the 503).
+    pub fn emulated_beta(&self, others_forwarded: f64, others_rejected: f64) -> Option<f64> {
+        let other = self.cost_other().as_secs_f64();
+        let forward = self.cost_forward().as_secs_f64() + others_forwarded * other;
+        let reject = self.cost_reject().as_secs_f64() + others_rejected * other;
+        (forward > 0.0 && reject > 0.0).then(|| forward / reject)
     }
 }

@@ -12,8 +12,10 @@ use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
 use bytes::Bytes;
+use sluice_control::admission::DrainController;
 use sluice_control::{
-    AdmissionVerdict, Completion, LocalAdmission, MessageSummary, QueueOccupancy,
+    AdmissionVerdict, AnyLocalAdmission, Completion, LocalAdmission, MessageClass, MessageSummary,
+    QueueOccupancy,
 };
 use sluice_sip::edit::{self, RequestEdits, ResponseEdits};
 use sluice_sip::{HeaderName, Host, Limits, Message, Method, NameAddr, Uri};
@@ -96,8 +98,13 @@ pub struct CoreStats {
     pub rejected_policy: u64,
     /// New sessions rejected because the proxy is shutting down.
     pub rejected_shutdown: u64,
-    /// Arrivals dropped at a full FIFO.
+    /// Arrivals dropped at a full FIFO (the INVITE queue's included).
     pub dropped_queue_full: u64,
+    /// Of `dropped_queue_full`, INVITEs dropped at a full INVITE queue.
+    pub dropped_invite_queue_full: u64,
+    /// Of `rejected_policy`, INVITEs the draining policy (`pi`) rejected as it took them
+    /// from the INVITE queue (they were counted `admitted` on arrival).
+    pub rejected_at_drain: u64,
     /// Messages the processor finished.
     pub processed: u64,
     /// Requests forwarded on a client transaction.
@@ -134,6 +141,8 @@ pub struct CoreStats {
     pub send_errors: u64,
     /// Gauge: messages in the FIFO.
     pub queue_len: usize,
+    /// Gauge: INVITEs in the INVITE queue (`invite_queue = true`).
+    pub invite_queue_len: usize,
     /// Gauge: the most messages the FIFO held at once.
     pub queue_peak: usize,
     /// Gauge: transactions in the table.
@@ -188,6 +197,43 @@ struct Link {
     timer_c_fired: bool,
 }
 
+/// The admission policy: a configured one (which may drain the INVITE queue) or one
+/// plugged in with [`ProxyCore::set_admission`].
+enum Policy {
+    Built(Box<AnyLocalAdmission>),
+    Custom(Box<dyn LocalAdmission + Send>),
+}
+
+impl Policy {
+    fn get(&mut self) -> &mut dyn LocalAdmission {
+        match self {
+            Policy::Built(p) => p.as_mut(),
+            Policy::Custom(p) => p.as_mut(),
+        }
+    }
+    fn get_ref(&self) -> &dyn LocalAdmission {
+        match self {
+            Policy::Built(p) => p.as_ref(),
+            Policy::Custom(p) => p.as_ref(),
+        }
+    }
+    fn drain_mut(&mut self) -> Option<&mut dyn DrainController> {
+        match self {
+            Policy::Built(p) => p.drain_mut(),
+            Policy::Custom(_) => None,
+        }
+    }
+}
+
+/// An INVITE taken from the INVITE queue whose virtual service has not ended yet.
+#[derive(Debug)]
+struct InService {
+    q: Queued,
+    start: Time,
+    done: Time,
+    cost: Duration,
+}
+
 /// Why a request could not be routed.
 enum RouteError {
     NoRoute,
@@ -197,12 +243,22 @@ enum RouteError {
 /// The proxy's logic, sans IO. See the crate docs for the stages and the cost model.
 pub struct ProxyCore {
     txn: TransactionLayer,
-    admission: Box<dyn LocalAdmission + Send>,
+    admission: Policy,
     queue: VecDeque<Queued>,
     queue_capacity: usize,
+    /// `invite_queue = true`: admitted INVITEs wait here, behind everything in `queue`.
+    split: bool,
+    invite_queue: VecDeque<Queued>,
+    invite_queue_capacity: usize,
+    in_service: Option<InService>,
+    /// The draining policy refused the INVITE queue's head at the last look; the processor
+    /// looks again at `drain_wake` (or the policy's next tick).
+    drain_blocked: bool,
+    drain_wake: Option<Time>,
     occupancy_now: QueueOccupancy,
     cost_forward: Duration,
     cost_reject: Duration,
+    cost_other: Duration,
     busy_until: Time,
     max_datagram: usize,
     retry_after: u32,
@@ -293,12 +349,19 @@ impl ProxyCore {
                 max_transactions: config.max_transactions,
                 ..TxnConfig::default()
             }),
-            admission: Box::new(config.admission.build(now)),
+            admission: Policy::Built(Box::new(config.admission.build(now))),
             queue: VecDeque::with_capacity(config.queue_capacity.min(1 << 16)),
             queue_capacity: config.queue_capacity,
+            split: config.invite_queue,
+            invite_queue: VecDeque::new(),
+            invite_queue_capacity: config.invite_queue_capacity,
+            in_service: None,
+            drain_blocked: false,
+            drain_wake: None,
             occupancy_now: QueueOccupancy::default(),
             cost_forward: config.cost_forward(),
             cost_reject: config.cost_reject(),
+            cost_other: config.cost_other(),
             busy_until: now,
             max_datagram: config.max_datagram,
             retry_after: config.admission.retry_after_s,
@@ -360,7 +423,13 @@ impl ProxyCore {
             Some(Method::Invite) => MessageSummary::repeated_invite(None),
             Some(_) => MessageSummary::other_request(None),
         };
-        let verdict = self.admission.on_arrival(now, self.queue.len(), &summary);
+        // In the split structure the policies watch the INVITE queue, as in the simulator.
+        let watched = if self.split {
+            self.invite_queue.len()
+        } else {
+            self.queue.len()
+        };
+        let verdict = self.admission.get().on_arrival(now, watched, &summary);
         // Only new sessions are ever rejected: everything else belongs to work already
         // accepted, and rejecting it would waste that work.
         let mut reject = false;
@@ -373,33 +442,55 @@ impl ProxyCore {
                 self.stats.rejected_policy += 1;
             }
         }
-        if self.queue.len() >= self.queue_capacity {
+        let to_invite_queue = self.split && summary.class == MessageClass::Invite && !reject;
+        let full = |c: &Self| {
+            if to_invite_queue {
+                c.invite_queue.len() >= c.invite_queue_capacity
+            } else {
+                c.queue.len() >= c.queue_capacity
+            }
+        };
+        if full(self) {
             // Let the processor catch up to `now` before declaring the queue full: with
             // virtual costs, messages may have completed since the last wake-up.
             self.run_processor(now);
-            if self.queue.len() >= self.queue_capacity {
+            if full(self) {
                 self.stats.dropped_queue_full += 1;
+                if to_invite_queue {
+                    self.stats.dropped_invite_queue_full += 1;
+                }
                 return;
             }
         }
         if !reject {
             self.stats.admitted += 1;
         }
-        if summary.class == sluice_control::MessageClass::Invite {
-            self.occupancy_now.invites += 1;
-        } else {
-            self.occupancy_now.non_invites += 1;
-        }
-        self.queue.push_back(Queued {
+        let queued = Queued {
             msg,
             from,
             arrived: now,
             summary,
             reject,
             to_tag,
-        });
-        self.stats.queue_peak = self.stats.queue_peak.max(self.queue.len());
-        self.admission.on_queue(now, self.occupancy_now);
+        };
+        if to_invite_queue {
+            self.occupancy_now.invites += 1;
+            self.invite_queue.push_back(queued);
+            self.drain_blocked = false;
+        } else {
+            // In the split structure the INVITE count is the INVITE queue's alone.
+            if summary.class == MessageClass::Invite && !self.split {
+                self.occupancy_now.invites += 1;
+            } else {
+                self.occupancy_now.non_invites += 1;
+            }
+            self.queue.push_back(queued);
+        }
+        self.stats.queue_peak = self
+            .stats
+            .queue_peak
+            .max(self.queue.len() + self.invite_queue.len());
+        self.admission.get().on_queue(now, self.occupancy_now);
     }
 
     /// The shell could not send a transmit of this origin (§16.9: becomes 503 upstream).
@@ -423,8 +514,11 @@ impl ProxyCore {
     pub fn handle_timeout(&mut self, now: Time) {
         self.txn.handle_timeout(now);
         self.drain_txn(now);
-        if self.admission.poll_timeout().is_some_and(|t| t <= now) {
-            self.admission.handle_timeout(now);
+        let policy = self.admission.get();
+        if policy.poll_timeout().is_some_and(|t| t <= now) {
+            policy.handle_timeout(now);
+            // The drain rate may have changed: look at the INVITE queue again.
+            self.drain_blocked = false;
         }
         self.run_processor(now);
         self.fire_timer_c(now);
@@ -475,12 +569,25 @@ impl ProxyCore {
     /// The earliest instant [`handle_timeout`](Self::handle_timeout) has work: the head of
     /// the queue completes, a transaction timer fires, or the admission policy ticks.
     pub fn poll_timeout(&mut self) -> Option<Time> {
-        let head = self.queue.front().map(|q| self.completion_of(q));
+        let head = if let Some(s) = &self.in_service {
+            Some(s.done)
+        } else if let Some(q) = self.queue.front() {
+            Some(self.completion_of(q))
+        } else if let Some(q) = self.invite_queue.front() {
+            // Not refused yet: look as soon as the processor is free.
+            if self.drain_blocked {
+                self.drain_wake
+            } else {
+                Some(self.busy_until.max(q.arrived))
+            }
+        } else {
+            None
+        };
         let timer_c = self.timer_c.front().map(|&(t, _)| t);
         [
             head,
             self.txn.poll_timeout(),
-            self.admission.poll_timeout(),
+            self.admission.get_ref().poll_timeout(),
             timer_c,
         ]
         .into_iter()
@@ -504,7 +611,10 @@ impl ProxyCore {
 
     /// Nothing queued and every proxied request has its final response: a shutdown may end.
     pub fn is_idle(&self) -> bool {
-        self.queue.is_empty() && self.links.values().all(|l| l.final_relayed)
+        self.queue.is_empty()
+            && self.invite_queue.is_empty()
+            && self.in_service.is_none()
+            && self.links.values().all(|l| l.final_relayed)
     }
 
     /// Counters and gauges as of `now`.
@@ -512,6 +622,7 @@ impl ProxyCore {
         self.roll_window(now);
         let mut s = self.stats;
         s.queue_len = self.queue.len();
+        s.invite_queue_len = self.invite_queue.len() + usize::from(self.in_service.is_some());
         s.transactions = self.txn.len();
         s.pending_requests = self.links.values().filter(|l| !l.final_relayed).count();
         s.txn = *self.txn.stats();
@@ -521,14 +632,15 @@ impl ProxyCore {
     /// Replaces the receive-stage admission policy (the configured one is built from
     /// `config.admission`): the hook where other overload controls plug in. The policy sees
     /// every arrival (`on_arrival`, `on_queue`) and every completion (`on_processed`, with the
-    /// virtual service time).
+    /// virtual service time). A policy set here does not drain the INVITE queue: with
+    /// `invite_queue = true` the processor takes INVITEs whenever the main FIFO is empty.
     pub fn set_admission(&mut self, policy: Box<dyn LocalAdmission + Send>) {
-        self.admission = policy;
+        self.admission = Policy::Custom(policy);
     }
 
     /// The admission policy's view, for metrics.
     pub fn admission_metrics(&self) -> sluice_control::AdmissionMetrics {
-        self.admission.metrics()
+        self.admission.get_ref().metrics()
     }
 
     fn roll_window(&mut self, now: Time) {
@@ -541,11 +653,15 @@ impl ProxyCore {
         }
     }
 
+    /// The emulated cost of a message, by class as in De Cicco et al.'s model: a rejected
+    /// INVITE, an INVITE processed in full, anything else.
     fn cost_of(&self, q: &Queued) -> Duration {
         if q.reject {
             self.cost_reject
-        } else {
+        } else if q.summary.class == MessageClass::Invite {
             self.cost_forward
+        } else {
+            self.cost_other
         }
     }
 
@@ -553,44 +669,106 @@ impl ProxyCore {
         self.busy_until.max(q.arrived) + self.cost_of(q)
     }
 
+    /// Serves, in virtual time up to `now`: an INVITE already in service, then the main
+    /// FIFO, then (once the FIFO is empty) the INVITE queue, through the policy's drain
+    /// controller if it has one. A message's service starts when the processor is free
+    /// and it has arrived; it is processed once its completion instant has passed.
     fn run_processor(&mut self, now: Time) {
         let mut changed = false;
-        while let Some(head) = self.queue.front() {
+        loop {
+            if let Some(s) = &self.in_service {
+                if s.done > now {
+                    break;
+                }
+                if let Some(InService { q, start, cost, .. }) = self.in_service.take() {
+                    self.complete(now, q, start, cost);
+                }
+                continue;
+            }
+            if let Some(head) = self.queue.front() {
+                let start = self.busy_until.max(head.arrived);
+                let cost = self.cost_of(head);
+                let done = start + cost;
+                if done > now {
+                    break;
+                }
+                let Some(q) = self.queue.pop_front() else {
+                    break;
+                };
+                changed = true;
+                if q.summary.class == MessageClass::Invite && !self.split {
+                    self.occupancy_now.invites = self.occupancy_now.invites.saturating_sub(1);
+                } else {
+                    self.occupancy_now.non_invites =
+                        self.occupancy_now.non_invites.saturating_sub(1);
+                }
+                self.busy_until = done;
+                self.complete(now, q, start, cost);
+                continue;
+            }
+            let Some(head) = self.invite_queue.front() else {
+                break;
+            };
             let start = self.busy_until.max(head.arrived);
-            let cost = self.cost_of(head);
-            let done = start + cost;
-            if done > now {
+            if start > now {
                 break;
             }
-            let Some(q) = self.queue.pop_front() else {
+            let summary = head.summary;
+            let mut reject = head.reject;
+            if let Some(drain) = self.admission.drain_mut() {
+                let Some(verdict) = drain.take(now, &summary) else {
+                    self.drain_blocked = true;
+                    self.drain_wake = drain.next_drain(now);
+                    break;
+                };
+                reject = verdict == AdmissionVerdict::Reject;
+            }
+            let Some(mut q) = self.invite_queue.pop_front() else {
                 break;
             };
             changed = true;
-            if q.summary.class == sluice_control::MessageClass::Invite {
-                self.occupancy_now.invites = self.occupancy_now.invites.saturating_sub(1);
-            } else {
-                self.occupancy_now.non_invites = self.occupancy_now.non_invites.saturating_sub(1);
+            self.occupancy_now.invites = self.occupancy_now.invites.saturating_sub(1);
+            if reject && !q.reject {
+                self.stats.rejected_policy += 1;
+                self.stats.rejected_at_drain += 1;
             }
+            q.reject = reject;
+            let cost = self.cost_of(&q);
+            let done = start + cost;
             self.busy_until = done;
-            self.stats.busy_virtual += cost;
-            self.window_busy += cost;
-            let summary = q.summary;
-            let queueing_delay = start.saturating_since(q.arrived);
-            self.process(now, q);
-            self.stats.processed += 1;
-            self.admission.on_processed(
-                now,
-                &Completion {
-                    message: summary,
-                    service_time: cost,
-                    queueing_delay,
-                    session_accepted: self.cur_accepted,
-                },
-            );
+            if done > now {
+                self.in_service = Some(InService {
+                    q,
+                    start,
+                    done,
+                    cost,
+                });
+                break;
+            }
+            self.complete(now, q, start, cost);
         }
         if changed {
-            self.admission.on_queue(now, self.occupancy_now);
+            self.admission.get().on_queue(now, self.occupancy_now);
         }
+    }
+
+    /// The end of one message's service: the full work, and the policy told.
+    fn complete(&mut self, now: Time, q: Queued, start: Time, cost: Duration) {
+        self.stats.busy_virtual += cost;
+        self.window_busy += cost;
+        let summary = q.summary;
+        let queueing_delay = start.saturating_since(q.arrived);
+        self.process(now, q);
+        self.stats.processed += 1;
+        self.admission.get().on_processed(
+            now,
+            &Completion {
+                message: summary,
+                service_time: cost,
+                queueing_delay,
+                session_accepted: self.cur_accepted,
+            },
+        );
     }
 
     /// The full work for one message.

@@ -8,7 +8,8 @@
 //! ```text
 //! sluice proxy --listen 127.0.0.1:5060 --next-hop 127.0.0.1:5070 [--duration 30]
 //!              [--config proxy.toml] [--queue 500] [--cost-forward-us 0] [--cost-reject-us 0]
-//!              [--admission none|threshold|ohta|occ|red|latency-bucket] [--retry-after 0]
+//!              [--cost-other-us N] [--invite-queue]
+//!              [--admission none|threshold|ohta|occ|red|pi|latency-bucket] [--retry-after 0]
 //!              [--admin 127.0.0.1:9090] [--max-transactions N] [--grace 5] [--print-config]
 //!              [--advertise HOST:PORT]
 //! ```
@@ -55,10 +56,26 @@
 //!    and does the full work: validation, the transaction layer (`sluice_txn`), routing,
 //!    forwarding with Via/Record-Route/Max-Forwards edits, and the 503 for rejected ones.
 //!
+//! With `invite_queue = true`, the structure of De Cicco et al. (and of the simulator's
+//! `re.invite_queue`): admitted INVITEs wait in their own drop-tail FIFO of
+//! `invite_queue_capacity` (default 800); everything else, and INVITEs rejected at arrival,
+//! go to the main FIFO, which the processor serves first. Only when it is empty does the
+//! processor take an INVITE, through the policy's drain controller if it has one (`pi`:
+//! `take` forwards or answers 503 at the rate `u(t)`; refused, it looks again at
+//! `next_drain` or the policy's next 10 ms tick). Policies then see the INVITE queue's
+//! length, and `on_processed` gets every message's virtual service time, so OCC and PI
+//! measure the processor's occupancy. `pi` requires the INVITE queue (`--admission pi`
+//! on the command line turns it on); its own `max_queue` is not used, the queue's size
+//! is `invite_queue_capacity`.
+//!
 //! # Emulated capacity: virtual busy time
 //!
-//! `cost_forward_us` and `cost_reject_us` give the processor a known capacity on any
-//! machine, as the papers' testbeds did. They are *virtual*: the processor does not spin.
+//! `cost_forward_us` (an INVITE processed in full), `cost_reject_us` (an INVITE answered
+//! 503 by the admission policy) and `cost_other_us` (every other message; unset, it equals
+//! `cost_forward_us`, so every processed message costs the same as before this option
+//! existed, Shen et al.'s model; 0 is De Cicco et al.'s, where only INVITEs cost) give the
+//! processor a known capacity on any machine, as the papers' testbeds did. Their `β`, a
+//! forwarded call's cost over a rejected one's, is [`ProxyConfig::emulated_beta`]. They are *virtual*: the processor does not spin.
 //! It keeps a busy-until instant; the message at the head of the queue completes at
 //! `max(busy_until, its arrival) + cost`, and is processed only once that instant has
 //! passed, which then becomes the new busy-until. [`ProxyCore::poll_timeout`] reports the
@@ -113,7 +130,7 @@
 //! UDP only (no TCP/TLS), no DNS, one branch per request (no forking), RFC 3261's INVITE
 //! server transaction ends on the 2xx (RFC 6026's Accepted state is not used, so an INVITE
 //! retransmitted after the 2xx would be proxied again; the 100 Trying makes that rare), and
-//! the `pi` policy, which drains the queue itself, is not wired (the dequeue hook).
+//! a policy plugged in with [`ProxyCore::set_admission`] cannot drain the INVITE queue.
 //!
 //! `cargo bench -p sluice-proxy --bench core` measures the core without sockets.
 

@@ -613,3 +613,161 @@ fn a_plugged_in_policy_rejects_new_sessions_but_never_dialog_traffic() {
     let s = core.stats(Time::ZERO);
     assert_eq!((s.rejected_policy, s.admitted), (1, 1));
 }
+
+/// De Cicco et al.'s single-proxy setting with fabricated time: INVITEs only (the next hop
+/// never answers, so the processor's whole load is the INVITEs), `cost_forward_us` 3333
+/// (300 calls/s), other messages free, a 503 costing `reject_us`.
+fn decicco_config(policy: &str, reject_us: u64) -> ProxyConfig {
+    let mut cfg = config();
+    cfg.invite_queue = true;
+    cfg.invite_queue_capacity = 1000;
+    cfg.cost_forward_us = 3_333;
+    cfg.cost_other_us = Some(0);
+    cfg.cost_reject_us = reject_us;
+    cfg.admission.policy = policy.parse().unwrap();
+    cfg.validate().unwrap();
+    cfg
+}
+
+/// Offers new INVITEs at `rate` per second for `secs`, waking the core at every arrival and
+/// at every deadline it asks for, as the shell does. Returns the 503s sent upstream
+/// (retransmissions included: nobody ACKs them).
+fn offer(core: &mut ProxyCore, rate: f64, secs: f64) -> u64 {
+    let gap = Duration::from_secs_f64(1.0 / rate);
+    let end = Time::ZERO + Duration::from_secs_f64(secs);
+    let mut next_arrival = Time::ZERO;
+    let mut n = 0u64;
+    let mut rejections = 0u64;
+    loop {
+        let wake = core.poll_timeout().unwrap_or(end).min(end);
+        let now = if next_arrival <= wake {
+            if next_arrival >= end {
+                break;
+            }
+            core.handle_datagram(
+                next_arrival,
+                Bytes::from(invite(&format!("o{n}"), 70)),
+                addr(UAC),
+            );
+            n += 1;
+            let t = next_arrival;
+            next_arrival += gap;
+            t
+        } else {
+            wake
+        };
+        core.handle_timeout(now);
+        rejections += drain(core)
+            .iter()
+            .filter(|t| t.to == addr(UAC) && text(t).starts_with("SIP/2.0 503"))
+            .count() as u64;
+        if now >= end {
+            break;
+        }
+    }
+    rejections
+}
+
+#[test]
+fn pi_drains_the_invite_queue_at_its_rate_and_holds_the_processor_at_its_target() {
+    let cfg = decicco_config("pi", 833);
+    let mut core = core_with(&cfg);
+    // 2x capacity for 10 s. A 503 costs a quarter of a forward: beta 4. g_opt(2) with beta 4 and C_T 0.9 is (3.6 - 2) / 3 = 0.53 of
+    // capacity: about 160 forwarded INVITEs a second, the rest answered 503.
+    let secs = 10.0;
+    let responses_503 = offer(&mut core, 600.0, secs);
+    let s = core.stats(Time::from_secs(10));
+    let forwarded = s.forwarded_requests as f64 / secs;
+    assert!(
+        (120.0..=185.0).contains(&forwarded),
+        "forwarded {forwarded}/s"
+    );
+    assert_eq!(
+        s.rejected_at_drain, s.rejected_policy,
+        "pi rejects only as it drains"
+    );
+    assert!(responses_503 >= s.rejected_policy);
+    let rejected = s.rejected_policy as f64 / secs;
+    assert!(rejected > 350.0, "rejected {rejected}/s");
+    // The processor runs near the PI's 0.9 target, neither idle nor saturated...
+    let busy = s.busy_virtual.as_secs_f64() / secs;
+    assert!((0.8..=0.97).contains(&busy), "busy {busy}");
+    // ... and the INVITE queue stays short (target delay 50 ms) instead of filling up.
+    assert_eq!(s.dropped_invite_queue_full, 0);
+    assert!(s.invite_queue_len < 200, "queue {}", s.invite_queue_len);
+    let m = core.admission_metrics();
+    assert!(m.drain_rate.is_some_and(|u| u > 300.0), "{m:?}");
+}
+
+#[test]
+fn pi_waits_for_its_drain_budget_and_other_messages_go_first() {
+    let cfg = decicco_config("pi", 833);
+    let mut core = core_with(&cfg);
+    for i in 0..5 {
+        core.handle_datagram(
+            Time::ZERO,
+            Bytes::from(invite(&format!("w{i}"), 70)),
+            addr(UAC),
+        );
+    }
+    // The drain rate starts at zero: nothing is taken before the first control tick.
+    core.handle_timeout(Time::from_millis(1));
+    assert!(only_to(&drain(&mut core), UAS).is_empty());
+    assert_eq!(core.stats(Time::from_millis(1)).invite_queue_len, 5);
+    // A BYE arriving now is served at once, ahead of the waiting INVITEs (free: other
+    // messages cost nothing here).
+    core.handle_datagram(
+        Time::from_millis(2),
+        Bytes::from(in_dialog("BYE", "old", 2, "oldbye")),
+        addr(UAC),
+    );
+    core.handle_timeout(Time::from_millis(2));
+    let out = drain(&mut core);
+    assert_eq!(only_to(&out, UAS).len(), 1);
+    assert!(text(only_to(&out, UAS)[0]).starts_with("BYE "));
+    // After a few ticks the queue loop opens the drain and the INVITEs go out, paced by
+    // the processor's cost.
+    let mut now = Time::from_millis(2);
+    while now < Time::from_millis(400) {
+        now = core.poll_timeout().unwrap().max(now);
+        core.handle_timeout(now);
+        drain(&mut core);
+    }
+    let s = core.stats(now);
+    assert_eq!((s.forwarded_requests, s.invite_queue_len), (1 + 5, 0));
+    assert!(s.busy_virtual >= Duration::from_micros(5 * 3_333));
+}
+
+#[test]
+fn every_local_policy_rejects_new_sessions_under_overload_and_none_does_not() {
+    for policy in [
+        "none",
+        "threshold",
+        "ohta",
+        "occ",
+        "red",
+        "latency-bucket",
+        "pi",
+    ] {
+        // A 503 costs a tenth of a forward (beta 10: at 4x, rejecting everything would
+        // take 40 % of the processor, so there is room for goodput; g_opt(4) = 0.55).
+        let mut core = core_with(&decicco_config(policy, 333));
+        // 4x capacity for 12 s (OCC adapts once a second).
+        let secs = 12.0;
+        offer(&mut core, 1200.0, secs);
+        let s = core.stats(Time::from_secs(12));
+        let forwarded = s.forwarded_requests as f64 / secs;
+        // Never above the emulated capacity (300/s), whatever the policy.
+        assert!(forwarded <= 305.0, "{policy}: forwarded {forwarded}/s");
+        let rejected = s.rejected_policy as f64 / secs;
+        if policy == "none" {
+            assert_eq!(s.rejected_policy, 0);
+            assert!(s.dropped_invite_queue_full > 5_000, "{policy}: {s:?}");
+            continue;
+        }
+        // Most of the excess is answered 503, and some calls still get through.
+        assert!(rejected > 400.0, "{policy}: rejected {rejected}/s");
+        assert!(forwarded > 60.0, "{policy}: forwarded {forwarded}/s");
+        eprintln!("{policy}: forwarded {forwarded:.0}/s, rejected {rejected:.0}/s");
+    }
+}
