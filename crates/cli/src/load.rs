@@ -331,6 +331,8 @@ pub struct BenchStep {
     pub proxy_us_per_call: Option<f64>,
     /// CPU the generator's UAC thread used per wall second, in cores.
     pub uac_cpu: Option<f64>,
+    /// Likewise for the UAS thread (sluice generator).
+    pub uas_cpu: Option<f64>,
     pub clean: bool,
     /// Why a step counts as failed when the counters do not say it.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -448,6 +450,8 @@ enum BenchUas {
     Sluice {
         stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
         thread: std::thread::JoinHandle<std::io::Result<Run<sluice_load::UasCounts>>>,
+        /// The UAS thread's /proc stat file, for its CPU time per step.
+        stat: Option<String>,
     },
     Sipp,
 }
@@ -466,9 +470,20 @@ fn bench_one(spec: &str, args: &ProxyBenchArgs) -> Result<BenchResult, String> {
                 after: None,
                 flag: Some(flag.clone()),
             };
-            let thread =
-                std::thread::spawn(move || shell::run_uas(socket, UasConfig::new(addr), &stop));
-            (BenchUas::Sluice { stop: flag, thread }, addr)
+            let (tx, rx) = std::sync::mpsc::channel();
+            let thread = std::thread::spawn(move || {
+                let _ = tx.send(shell::thread_stat_path());
+                shell::run_uas(socket, UasConfig::new(addr), &stop)
+            });
+            let stat = rx.recv().ok().flatten();
+            (
+                BenchUas::Sluice {
+                    stop: flag,
+                    thread,
+                    stat,
+                },
+                addr,
+            )
         }
         GeneratorArg::Sipp => (
             BenchUas::Sipp,
@@ -528,6 +543,13 @@ fn bench_one(spec: &str, args: &ProxyBenchArgs) -> Result<BenchResult, String> {
         while rate <= args.max {
             let proxy_cpu = || child.as_ref().and_then(|c| process_tree_cpu(c.id()));
             let cpu0 = proxy_cpu();
+            let uas_cpu = || match &uas {
+                BenchUas::Sluice {
+                    stat: Some(path), ..
+                } => shell::cpu_seconds_in(path),
+                _ => None,
+            };
+            let uas0 = uas_cpu();
             let started = std::time::Instant::now();
             let mut step = match args.generator {
                 GeneratorArg::Sluice => sluice_step(spec, rate, args, listen)?,
@@ -536,6 +558,7 @@ fn bench_one(spec: &str, args: &ProxyBenchArgs) -> Result<BenchResult, String> {
             let wall = started.elapsed().as_secs_f64();
             let used = proxy_cpu().zip(cpu0).map(|(b, a)| b - a);
             step.proxy_cpu = used.map(|c| c / wall);
+            step.uas_cpu = uas_cpu().zip(uas0).map(|(b, a)| (b - a) / wall);
             step.proxy_us_per_call = used
                 .filter(|_| step.offered > 0)
                 .map(|c| c * 1e6 / step.offered as f64);
@@ -554,7 +577,7 @@ fn bench_one(spec: &str, args: &ProxyBenchArgs) -> Result<BenchResult, String> {
     if let Some(child) = child.as_mut() {
         stop_child(child);
     }
-    if let BenchUas::Sluice { stop, thread } = uas {
+    if let BenchUas::Sluice { stop, thread, .. } = uas {
         stop.store(true, Ordering::Relaxed);
         let _ = thread.join();
     }
@@ -612,6 +635,7 @@ fn sluice_step(
         proxy_cpu: None,
         proxy_us_per_call: None,
         uac_cpu: run.cpu_s.map(|c| c / run.wall_s),
+        uas_cpu: None,
         clean: s.clean(),
         note: None,
     })
@@ -729,6 +753,7 @@ fn sipp_step(
         proxy_cpu: None,
         proxy_us_per_call: None,
         uac_cpu: None,
+        uas_cpu: None,
         clean: status.success()
             && offered == calls
             && successful == calls
@@ -749,7 +774,7 @@ fn opt_ms(v: Option<f64>) -> String {
 
 fn print_step(s: &BenchStep) {
     println!(
-        "{:<14} {:>8.0} {:>8} {:>8} {:>6} {:>6} {:>7}/{:<7} {:>8} {:>8} {:>6} {:>7} {:>6} {} {}",
+        "{:<14} {:>8.0} {:>8} {:>8} {:>6} {:>6} {:>7}/{:<7} {:>8} {:>8} {:>6} {:>7} {:>6} {:>6} {} {}",
         s.proxy,
         s.rate,
         s.offered,
@@ -766,6 +791,8 @@ fn print_step(s: &BenchStep) {
             .map_or("-".into(), |c| format!("{c:.1}")),
         s.uac_cpu
             .map_or("-".into(), |c| format!("{:.0}%", c * 100.0)),
+        s.uas_cpu
+            .map_or("-".into(), |c| format!("{:.0}%", c * 100.0)),
         if s.clean { "clean" } else { "FAILED" },
         s.note.as_deref().unwrap_or("")
     );
@@ -776,7 +803,7 @@ pub fn bench_proxy(args: &ProxyBenchArgs) -> Result<(), String> {
         return Err("need 0 < --start <= --max and --step > 0".into());
     }
     println!(
-        "{:<14} {:>8} {:>8} {:>8} {:>6} {:>6} {:>15} {:>8} {:>8} {:>6} {:>7} {:>6} verdict",
+        "{:<14} {:>8} {:>8} {:>8} {:>6} {:>6} {:>15} {:>8} {:>8} {:>6} {:>7} {:>6} {:>6} verdict",
         "proxy",
         "rate/s",
         "offered",
@@ -788,7 +815,8 @@ pub fn bench_proxy(args: &ProxyBenchArgs) -> Result<(), String> {
         "pdd p99",
         "proxy",
         "us/call",
-        "uac"
+        "uac",
+        "uas"
     );
     if args.generator == GeneratorArg::Sipp {
         for file in ["uac.xml", "uas.xml"] {
@@ -830,13 +858,13 @@ pub fn bench_proxy(args: &ProxyBenchArgs) -> Result<(), String> {
         let json = serde_json::to_string_pretty(&results).map_err(|e| e.to_string())?;
         fs::write(dir.join("bench_proxy.json"), format!("{json}\n")).map_err(|e| e.to_string())?;
         let mut csv = String::from(
-            "proxy,rate,offered,successful,failed,unfinished,refused,retrans_sent,retrans_received,pdd_p50_ms,pdd_p99_ms,proxy_cpu,proxy_us_per_call,uac_cpu,clean\n",
+            "proxy,rate,offered,successful,failed,unfinished,refused,retrans_sent,retrans_received,pdd_p50_ms,pdd_p99_ms,proxy_cpu,proxy_us_per_call,uac_cpu,uas_cpu,clean\n",
         );
         let o = |v: Option<f64>| v.map_or(String::new(), |v| format!("{v:.4}"));
         for s in results.iter().flat_map(|r| &r.steps) {
             let _ = writeln!(
                 csv,
-                "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
+                "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
                 s.proxy,
                 s.rate,
                 s.offered,
@@ -851,6 +879,7 @@ pub fn bench_proxy(args: &ProxyBenchArgs) -> Result<(), String> {
                 o(s.proxy_cpu),
                 o(s.proxy_us_per_call),
                 o(s.uac_cpu),
+                o(s.uas_cpu),
                 s.clean
             );
         }
