@@ -43,22 +43,25 @@ pub struct TuneArgs {
     jobs: Option<usize>,
 }
 
-/// How far the estimate moved over the last `window` iterations: per gain, (max − min) over
-/// the mean magnitude, and the largest of the four.
-fn settling(trajectory: &[EsStep], window: usize) -> Option<f64> {
+/// How far the estimate moved over the last `window` iterations: per gain, the range
+/// (max − min) and that range over the gain's mean magnitude. The largest relative range is
+/// the settling figure (a gain wandering around 0 makes it large: that is not settled).
+fn settling(trajectory: &[EsStep], window: usize) -> Option<([f64; 4], [f64; 4])> {
     if trajectory.len() < window {
         return None;
     }
     let tail = &trajectory[trajectory.len() - window..];
-    let mut worst: f64 = 0.0;
+    let mut range = [0.0; 4];
+    let mut relative = [0.0; 4];
     for i in 0..4 {
         let values: Vec<f64> = tail.iter().map(|s| s.estimate[i]).collect();
         let max = values.iter().copied().fold(f64::NEG_INFINITY, f64::max);
         let min = values.iter().copied().fold(f64::INFINITY, f64::min);
         let mean = values.iter().map(|v| v.abs()).sum::<f64>() / window as f64;
-        worst = worst.max((max - min) / mean.max(1e-9));
+        range[i] = max - min;
+        relative[i] = (max - min) / mean.max(1e-9);
     }
-    Some(worst)
+    Some((range, relative))
 }
 
 pub fn run(args: &TuneArgs) -> Result<(), String> {
@@ -148,7 +151,11 @@ pub fn run(args: &TuneArgs) -> Result<(), String> {
         "cost_reduction": 1.0 - final_cost / first_cost,
         "best_theta": result.best_theta,
         "best_cost": result.best_cost,
-        "settling_last_10": settle,
+        "settling_last_10": settle.map(|(range, relative)| serde_json::json!({
+            "range": range,
+            "relative_range": relative,
+            "settled_within_5_percent": relative.iter().all(|r| *r < 0.05),
+        })),
         "reference_theta": reference_cost.map(|(t, _)| t),
         "reference_cost": reference_cost.map(|(_, c)| c),
         "invalid_costs": result.invalid_costs,
@@ -175,9 +182,14 @@ pub fn run(args: &TuneArgs) -> Result<(), String> {
         println!("reference         {}  J = {c:.4}", fmt(&t));
     }
     match settle {
-        Some(s) => println!(
-            "settling: the estimate moved at most {:.1}% over the last 10 iterations",
-            100.0 * s
+        Some((range, relative)) => println!(
+            "settling over the last 10 iterations: range {} ({})",
+            fmt(&range),
+            relative
+                .iter()
+                .map(|r| format!("{:.1}%", 100.0 * r))
+                .collect::<Vec<_>>()
+                .join(", ")
         ),
         None => println!("settling: fewer than 10 iterations"),
     }
