@@ -138,6 +138,7 @@ pub struct ResponseBuilder<'a> {
     to_tag: Option<&'a str>,
     retry_after: Option<u32>,
     extra: Vec<(&'a str, &'a [u8])>,
+    top_via_params: &'a [(&'a str, Option<&'a str>)],
 }
 
 /// Starts a response to `request`. The reason phrase defaults to RFC 3261's for the code.
@@ -149,6 +150,7 @@ pub fn response_to(request: &Message, status: u16) -> ResponseBuilder<'_> {
         to_tag: None,
         retry_after: None,
         extra: Vec::new(),
+        top_via_params: &[],
     }
 }
 
@@ -168,6 +170,13 @@ impl<'a> ResponseBuilder<'a> {
     #[must_use]
     pub fn retry_after(mut self, seconds: u32) -> Self {
         self.retry_after = Some(seconds);
+        self
+    }
+    /// Parameters set on the copied top Via, e.g. RFC 7339 `oc`, `oc-algo`, `oc-validity`,
+    /// `oc-seq` for a client that declared support; an existing parameter is replaced.
+    #[must_use]
+    pub fn top_via_params(mut self, params: &'a [(&'a str, Option<&'a str>)]) -> Self {
+        self.top_via_params = params;
         self
     }
     #[must_use]
@@ -191,8 +200,14 @@ impl<'a> ResponseBuilder<'a> {
                 b"\r\n",
             ],
         );
+        let mut params_pending = !self.top_via_params.is_empty();
         for h in req.headers.iter().filter(|h| h.name == HeaderName::Via) {
-            out.put_slice(&req.as_bytes()[h.line.range()]);
+            if params_pending {
+                params_pending = false;
+                rewrite_top_via(&mut out, req, h, self.top_via_params);
+            } else {
+                out.put_slice(&req.as_bytes()[h.line.range()]);
+            }
         }
         for name in [
             HeaderName::From,

@@ -170,6 +170,51 @@ Content-Length: 0\r\n\r\n"
 }
 
 #[test]
+fn generated_503_carries_oc_parameters_on_the_top_via_only() {
+    // The client declared support (`oc`, `oc-algo`) in its Via, sent as one compact
+    // header with two values; the server's parameters replace the valueless `oc` and the
+    // offered list, and only the top value changes.
+    let req = parse(
+        "INVITE sip:bob@biloxi.example.com SIP/2.0\r\n\
+v: SIP/2.0/UDP 192.0.2.1:5060;branch=z9hG4bKp1;oc;oc-algo=\"loss,rate\", SIP/2.0/UDP pc33.example.com;branch=z9hG4bKa\r\n\
+Via: SIP/2.0/UDP ua.example.com;branch=z9hG4bKu\r\n\
+To: <sip:bob@biloxi.example.com>\r\n\
+From: <sip:alice@atlanta.example.com>;tag=1\r\n\
+Call-ID: c1\r\n\
+CSeq: 1 INVITE\r\n\
+Content-Length: 0\r\n\r\n",
+    );
+    let params = [
+        ("oc", Some("20")),
+        ("oc-algo", Some("\"loss\"")),
+        ("oc-validity", Some("500")),
+        ("oc-seq", Some("1700000002.00001")),
+    ];
+    let busy = edit::response_to(&req, 503)
+        .to_tag("t1")
+        .top_via_params(&params)
+        .build();
+    assert_eq!(
+        std::str::from_utf8(&busy).unwrap(),
+        "SIP/2.0 503 Service Unavailable\r\n\
+Via: SIP/2.0/UDP 192.0.2.1:5060;branch=z9hG4bKp1;oc=20;oc-algo=\"loss\";oc-validity=500;oc-seq=1700000002.00001\r\n\
+Via: SIP/2.0/UDP pc33.example.com;branch=z9hG4bKa\r\n\
+Via: SIP/2.0/UDP ua.example.com;branch=z9hG4bKu\r\n\
+From: <sip:alice@atlanta.example.com>;tag=1\r\n\
+To: <sip:bob@biloxi.example.com>;tag=t1\r\n\
+Call-ID: c1\r\n\
+CSeq: 1 INVITE\r\n\
+Content-Length: 0\r\n\r\n"
+    );
+    let parsed = parse(std::str::from_utf8(&busy).unwrap());
+    let via = parsed.top_via().unwrap();
+    assert_eq!(via.oc(), Ok(Some(Oc::Value(20))));
+    assert_eq!(via.oc_algo(), vec!["loss".to_string()]);
+    assert_eq!(via.oc_validity(), Ok(Some(500)));
+    assert_eq!(via.oc_seq(), Ok(OcSeq::parse(b"1700000002.00001")));
+}
+
+#[test]
 fn ack_for_non_2xx_follows_rfc3261_17_1_1_3() {
     let req = parse(INVITE);
     let resp = parse(

@@ -68,8 +68,9 @@ pub struct OcParams {
 }
 
 impl OcParams {
-    /// Name/value pairs, in wire order (`ResponseEdits::top_via_params` takes them as
-    /// `&str`); `oc-algo` is quoted as the grammar requires.
+    /// Name/value pairs, in wire order, for `ResponseEdits::top_via_params` (relayed
+    /// responses) or `ResponseBuilder::top_via_params` (generated ones); `oc-algo` is
+    /// quoted as the grammar requires.
     pub fn pairs(&self) -> [(&'static str, String); 4] {
         [
             ("oc", self.oc.to_string()),
@@ -79,7 +80,9 @@ impl OcParams {
         ]
     }
 
-    /// Appends `;oc=…;oc-algo="…";oc-validity=…;oc-seq=…` to a Via value.
+    /// Appends `;oc=…;oc-algo="…";oc-validity=…;oc-seq=…` to a Via value that has none
+    /// of them yet. A client's Via already carries `oc` and its `oc-algo` list, so to
+    /// stamp it use [`OcParams::pairs`] with the codec's edits, which replace them.
     pub fn append_to(&self, via: &mut String) {
         for (name, value) in self.pairs() {
             let _ = write!(via, ";{name}={value}");
