@@ -36,8 +36,10 @@
 //! 2. For each response sent to `n` (generated or relayed, including the first non-100
 //!    after a 100 Trying), look at the top Via it will carry: if it has `oc`, call
 //!    `server.response_params(now, n, &offered_algorithms, generator.feedback_for(now, n))`
-//!    and put the returned [`OcParams`] on that Via (`OcParams::pairs()` for
-//!    `ResponseEdits::top_via_params`). Without `oc` in that Via nothing is added
+//!    and put the returned [`OcParams`] on that Via: `OcParams::pairs()` for the codec's
+//!    `ResponseEdits::top_via_params` (relayed responses) or
+//!    `ResponseBuilder::top_via_params` (generated ones); both replace the client's
+//!    valueless `oc` and its `oc-algo` list. Without `oc` in that Via nothing is added
 //!    (RFC 7339 §5.2: only clients that declared support get the parameters).
 //! 3. Requests the RE refuses are answered 503 without Retry-After, whether or not the
 //!    client takes part: a Retry-After would switch all of that client's traffic off
