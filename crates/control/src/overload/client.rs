@@ -16,28 +16,37 @@ use crate::overload::{OcAlgorithm, OcSequence, Reduction, RequestTraits, FEED_FO
 use crate::types::FeedbackValue;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
+use serde::{Deserialize, Serialize};
 use sluice_time::Time;
 use std::fmt::Write as _;
 use std::time::Duration;
 
-#[derive(Clone, Debug, PartialEq)]
+/// Client settings; in files durations are milliseconds (`default_validity_ms = 500`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct OcClientConfig {
     /// The algorithms offered in `oc-algo`, most preferred first.
     pub algorithms: Vec<OcAlgorithm>,
     /// How long a value holds when the response has no `oc-validity`.
+    #[serde(rename = "default_validity_ms", with = "crate::serde_millis")]
     pub default_validity: Duration,
     /// Longer `oc-validity` values are out of range (ignored and counted).
+    #[serde(rename = "max_validity_ms", with = "crate::serde_millis")]
     pub max_validity: Duration,
     /// Weight of each request in the loss algorithm's category mix estimate.
     pub loss_mix_weight: f64,
     /// RFC 7415 tolerance for category 1 requests.
+    #[serde(rename = "rate_tau_ms", with = "crate::serde_millis")]
     pub rate_tau: Duration,
     /// RFC 7415 tolerance for category 2 (priority) requests; at least `rate_tau`.
+    #[serde(rename = "rate_tau_priority_ms", with = "crate::serde_millis")]
     pub rate_tau_priority: Duration,
     /// The window extension's probe (see [`WindowThrottle`]); `None` disables it.
+    #[serde(rename = "window_probe_after_ms", with = "crate::serde_millis::option")]
     pub window_probe_after: Option<Duration>,
     /// Send `sluice-ff` (double feed).
     pub feed_forward: bool,
+    #[serde(rename = "meter_interval_ms", with = "crate::serde_millis")]
     pub meter_interval: Duration,
     pub meter_smoothing_weight: f64,
 }

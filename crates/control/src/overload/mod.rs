@@ -65,13 +65,16 @@ pub use server::{OcParams, OcServer, OcServerConfig, OcServerStats};
 pub const FEED_FORWARD_PARAM: &str = "sluice-ff";
 
 /// An overload control algorithm as named in `oc-algo`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub enum OcAlgorithm {
     /// RFC 7339 §7: `oc` is the percentage of requests to drop.
+    #[serde(rename = "loss")]
     Loss,
     /// RFC 7415: `oc` is the maximum request rate, per second.
+    #[serde(rename = "rate")]
     Rate,
     /// Extension: `oc` is the window of new sessions (Shen et al. §3.3–3.5).
+    #[serde(rename = "sluicewin")]
     SluiceWindow,
 }
 

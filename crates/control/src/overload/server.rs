@@ -22,24 +22,30 @@
 use crate::enforcer::OfferedLoadMeter;
 use crate::overload::{parse_feed_forward, OcAlgorithm, OcSequence, RequestTraits};
 use crate::types::{FeedForward, Feedback, FeedbackValue, NeighbourId};
+use serde::{Deserialize, Serialize};
 use sluice_time::Time;
 use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::time::Duration;
 
-#[derive(Clone, Debug, PartialEq)]
+/// Server settings; in files durations are milliseconds (`validity_ms = 500`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct OcServerConfig {
     /// Algorithms this server will negotiate.
     pub supported: Vec<OcAlgorithm>,
     /// `oc-validity` for `loss` and `rate`.
+    #[serde(rename = "validity_ms", with = "crate::serde_millis")]
     pub validity: Duration,
     /// `oc-validity` for windows; longer, because a window is only refreshed by traffic
     /// the client sends, and an idle client at a zero window would otherwise go open.
+    #[serde(rename = "window_validity_ms", with = "crate::serde_millis")]
     pub window_validity: Duration,
     /// Neighbours with state at most; more are turned away and counted.
     pub max_neighbours: usize,
     /// Wall-clock seconds (UNIX time) at the driver's time origin: the base of `oc-seq`.
     pub epoch_secs: u64,
+    #[serde(rename = "meter_interval_ms", with = "crate::serde_millis")]
     pub meter_interval: Duration,
     pub meter_smoothing_weight: f64,
 }
@@ -234,6 +240,29 @@ impl OcServer {
             oc,
             algorithm,
             validity_ms: u64::try_from(validity.as_millis()).unwrap_or(u64::MAX),
+            seq: self.next_seq(now),
+        })
+    }
+
+    /// Parameters that end control at a participating client at once (`oc=0`,
+    /// `oc-validity=0`, RFC 7339 §5): for when the server leaves overload control, e.g.
+    /// its algorithm is switched off. The neighbour's repeated value is forgotten.
+    pub fn release_params<S: AsRef<str>>(
+        &mut self,
+        now: Time,
+        to: NeighbourId,
+        offered: &[S],
+    ) -> Option<OcParams> {
+        let algorithm = self.negotiate(offered)?;
+        if let Some(neighbour) = self.neighbours.get_mut(&to) {
+            neighbour.last = None;
+            neighbour.last_loss = 0.0;
+        }
+        self.stats.stamped += 1;
+        Some(OcParams {
+            oc: 0,
+            algorithm,
+            validity_ms: 0,
             seq: self.next_seq(now),
         })
     }

@@ -545,3 +545,83 @@ fn loss_draws_repeat_exactly_for_the_same_seed() {
     };
     assert_eq!(run(), run());
 }
+
+#[test]
+fn loss_from_measured_arrivals_holds_steady_once_the_client_reduces() {
+    let mut s = server(&OcAlgorithm::ALL);
+    // 1000 per second offered, 50 wanted: 95% asked.
+    for k in 0..100 {
+        s.on_request(Time::from_millis(k), SE, &INVITE, None);
+    }
+    let first = s
+        .response_params(
+            Time::from_millis(100),
+            SE,
+            &["loss"],
+            fb(1, FeedbackValue::Rate(50.0)),
+        )
+        .unwrap();
+    assert_eq!(first.oc, 95);
+    // The client complies: 50 per second arrive for four seconds. Scaled back by the
+    // loss asked for, the offered rate is still 1000 once the meter's average has
+    // settled, so the loss does not swing back.
+    for k in 0..200 {
+        s.on_request(Time::from_millis(100 + k * 20), SE, &INVITE, None);
+    }
+    let later = s
+        .response_params(
+            Time::from_millis(4_100),
+            SE,
+            &["loss"],
+            fb(2, FeedbackValue::Rate(50.0)),
+        )
+        .unwrap();
+    assert_eq!(later.oc, 95);
+}
+
+#[test]
+#[allow(clippy::many_single_char_names)]
+fn release_parameters_stop_the_client_at_once() {
+    let mut s = server(&OcAlgorithm::ALL);
+    let mut c = client(&[OcAlgorithm::Loss]);
+    let t = Time::from_millis(3);
+    let wire = |p: OcParams| OcResponse {
+        oc: Some(p.oc),
+        algorithm: Some(p.algorithm.token()),
+        validity_ms: Some(p.validity_ms),
+        seq: Some(p.seq),
+    };
+    let p = s
+        .response_params(t, SE, &["loss"], fb(1, FeedbackValue::AcceptFraction(0.0)))
+        .unwrap();
+    assert_eq!(c.on_response(t, &wire(p)), OcUpdate::Applied);
+    assert_eq!(c.admit(t, &INVITE), OcVerdict::Reject);
+    let r = s.release_params(t, SE, &["loss"]).unwrap();
+    assert_eq!((r.oc, r.validity_ms), (0, 0));
+    assert_eq!(c.on_response(t, &wire(r)), OcUpdate::Stopped);
+    assert_eq!(c.admit(t, &INVITE), OcVerdict::Forward);
+    // Nothing is repeated after a release.
+    assert_eq!(s.response_params::<&str>(t, SE, &["loss"], None), None);
+}
+
+#[test]
+fn configs_read_from_toml_with_millisecond_durations() {
+    let client: OcClientConfig = toml::from_str(
+        "algorithms = [\"rate\", \"sluicewin\"]\nrate_tau_ms = 5\nwindow_probe_after_ms = 250\nfeed_forward = true",
+    )
+    .unwrap();
+    assert_eq!(
+        client.algorithms,
+        vec![OcAlgorithm::Rate, OcAlgorithm::SluiceWindow]
+    );
+    assert_eq!(client.rate_tau, Duration::from_millis(5));
+    assert_eq!(client.window_probe_after, Some(Duration::from_millis(250)));
+    assert!(client.feed_forward);
+    assert_eq!(client.default_validity, Duration::from_millis(500));
+    let server: OcServerConfig =
+        toml::from_str("supported = [\"loss\"]\nvalidity_ms = 200").unwrap();
+    assert_eq!(server.supported, vec![OcAlgorithm::Loss]);
+    assert_eq!(server.validity, Duration::from_millis(200));
+    assert!(toml::from_str::<OcServerConfig>("validty_ms = 1").is_err());
+    assert!(toml::from_str::<OcClientConfig>("algorithms = [\"fancy\"]").is_err());
+}
