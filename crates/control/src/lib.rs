@@ -20,6 +20,9 @@
 //!   dual-loop PI (which also drains the INVITE queue, [`admission::DrainController`]),
 //!   plus Montazerolghaem & Yaghmaee's RED-like rejection and a Clearwater-style
 //!   latency bucket.
+//! - **Standard wire format** ([`overload`]): RFC 7339 / RFC 7415 client and server
+//!   state (negotiation, `oc-seq`, `oc-validity`, §7.2 loss, the RFC 7415 bucket) around
+//!   the feedback above, with the window as an extension algorithm.
 //! - **Bounds and tuning**: [`optimal`], the goodput bound of De Cicco et al.'s
 //!   Proposition 1; [`tuning`], their Extremum Seeking optimizer and cost functional.
 //!

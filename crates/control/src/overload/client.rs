@@ -152,7 +152,18 @@ pub struct OcClient {
 impl OcClient {
     /// `seed` and `stream` select this client's random stream; give each next hop its
     /// own `stream`.
-    pub fn new(config: OcClientConfig, seed: u64, stream: u64, now: Time) -> Self {
+    /// An empty or repeated algorithm list is cleaned up: `loss`, which every
+    /// participant implements (RFC 7339 §7), stands in for an empty one.
+    pub fn new(mut config: OcClientConfig, seed: u64, stream: u64, now: Time) -> Self {
+        let mut seen = Vec::with_capacity(config.algorithms.len());
+        config.algorithms.retain(|a| {
+            let first = !seen.contains(a);
+            seen.push(*a);
+            first
+        });
+        if config.algorithms.is_empty() {
+            config.algorithms.push(OcAlgorithm::Loss);
+        }
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
         rng.set_stream(stream);
         let meter =

@@ -356,6 +356,14 @@ fn client_request_params_render_exactly() {
     let mut via = String::new();
     c.append_request_params(Time::from_millis(100), &mut via);
     assert_eq!(via, ";oc;oc-algo=\"sluicewin\";sluice-ff=250.000");
+    // An empty list would break the grammar; a repeated token says nothing new.
+    let mut via = String::new();
+    client(&[]).append_request_params(Time::ZERO, &mut via);
+    assert_eq!(via, ";oc;oc-algo=\"loss\"");
+    let mut via = String::new();
+    client(&[OcAlgorithm::Rate, OcAlgorithm::Rate, OcAlgorithm::Loss])
+        .append_request_params(Time::ZERO, &mut via);
+    assert_eq!(via, ";oc;oc-algo=\"rate,loss\"");
 }
 
 fn server(supported: &[OcAlgorithm]) -> OcServer {
