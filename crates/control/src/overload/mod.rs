@@ -45,11 +45,23 @@
 //!    client takes part: a Retry-After would switch all of that client's traffic off
 //!    for the whole period instead of shedding the surplus.
 //!
+//! # Filling the inputs from the codec (`sluice_sip::Via`)
+//! - [`OcResponse`]: `oc` from `via.oc()` (`Ok(Some(Oc::Value(v)))` → `Some(v.into())`;
+//!   `Oc::Supported` or absent → `None`), `algorithm` from the first `via.oc_algo()`
+//!   entry, `validity_ms` from `via.oc_validity()`, `seq` from `via.oc_seq()` as
+//!   `OcSequence { integer, micros }` (both count the fraction in millionths). Any
+//!   `Err(BadParam)` → `client.on_malformed()` instead of `on_response`.
+//! - The server's `offered` list: `via.oc_algo()` of a Via whose `via.oc()` is
+//!   `Ok(Some(_))`.
+//! - [`RequestTraits`]: the method, whether To has a tag, and whether Resource-Priority
+//!   is present or [`is_sos_urn`] holds for the Request-URI.
+//!
 //! All randomness comes from seeded ChaCha8 streams; equal inputs give equal outputs.
 
 mod classify;
 mod client;
 mod loss;
+mod offered;
 mod rate;
 mod sequence;
 mod server;

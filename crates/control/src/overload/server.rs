@@ -6,12 +6,14 @@
 //!   that this server supports and can express its feedback in.
 //! - `loss` (§7): `oc = 100 (1 − f)` from an acceptance fraction `f`, or
 //!   `100 (1 − r / λ)` from a target rate `r` and the neighbour's offered rate `λ`.
-//! - `rate` (RFC 7415): `oc = r`, or `f λ` from a fraction.
+//! - `rate` (RFC 7415): `oc = r`, or `f λ` from a fraction when the neighbour feeds its
+//!   offered rate forward (without it, such feedback is counted as unconvertible: list
+//!   `loss` first in `supported` for rate-occ).
 //! - `sluicewin`: `oc` = the window; windows are never repeated, as each one replaces
 //!   the client's count.
 //! - `λ` is the neighbour's fed-forward rate when it sends one, else the rate of
-//!   session starts arriving from it scaled back by the loss last asked for (arrivals
-//!   are what is left after the client's reduction).
+//!   session starts arriving from it scaled back by the loss asked for while they were
+//!   counted (arrivals are what is left after the client's reduction; see `offered.rs`).
 //! - `oc-seq` (§5.2): one counter for the whole server, strictly increasing: the integer
 //!   part follows `epoch_secs + now` so a restarted server still numbers above what it
 //!   sent before, and several values within one second step the five fraction digits.
@@ -19,7 +21,7 @@
 //!   `loss`/`rate` value again with a fresh `oc-seq`, so its validity does not lapse
 //!   while the server is still in control.
 
-use crate::enforcer::OfferedLoadMeter;
+use crate::overload::offered::OfferedEstimator;
 use crate::overload::{parse_feed_forward, OcAlgorithm, OcSequence, RequestTraits};
 use crate::types::{FeedForward, Feedback, FeedbackValue, NeighbourId};
 use serde::{Deserialize, Serialize};
@@ -115,10 +117,8 @@ pub struct OcServerStats {
 struct Neighbour {
     /// The last loss/rate/fraction value, repeated while nothing newer arrives.
     last: Option<FeedbackValue>,
-    arrivals: OfferedLoadMeter,
+    arrivals: OfferedEstimator,
     fed_forward: Option<f64>,
-    /// The loss share last asked of this neighbour, in `[0, 1]`.
-    last_loss: f64,
 }
 
 #[derive(Clone, Debug)]
@@ -128,9 +128,6 @@ pub struct OcServer {
     last_seq: Option<OcSequence>,
     stats: OcServerStats,
 }
-
-/// A loss share below 1 so that scaling arrivals back stays finite.
-const MAX_SCALED_LOSS: f64 = 0.99;
 
 impl OcServer {
     pub fn new(config: OcServerConfig) -> Self {
@@ -160,7 +157,7 @@ impl OcServer {
                 self.stats.neighbours_turned_away += 1;
                 return None;
             }
-            let meter = OfferedLoadMeter::new(
+            let meter = OfferedEstimator::new(
                 self.config.meter_interval,
                 self.config.meter_smoothing_weight,
                 now,
@@ -171,7 +168,6 @@ impl OcServer {
                     last: None,
                     arrivals: meter,
                     fed_forward: None,
-                    last_loss: 0.0,
                 },
             );
         }
@@ -256,7 +252,7 @@ impl OcServer {
         let algorithm = self.negotiate(offered)?;
         if let Some(neighbour) = self.neighbours.get_mut(&to) {
             neighbour.last = None;
-            neighbour.last_loss = 0.0;
+            neighbour.arrivals.set_pass(now, 1.0);
         }
         self.stats.stamped += 1;
         Some(OcParams {
@@ -287,8 +283,7 @@ fn offered_rate(neighbour: &mut Neighbour, now: Time) -> Option<f64> {
     if let Some(ff) = neighbour.fed_forward {
         return Some(ff);
     }
-    let arrivals = neighbour.arrivals.rate(now)?;
-    Some(arrivals / (1.0 - neighbour.last_loss.min(MAX_SCALED_LOSS)))
+    neighbour.arrivals.rate(now)
 }
 
 fn translate(
@@ -311,14 +306,16 @@ fn translate(
             }
         }
         (OcAlgorithm::Rate, FeedbackValue::Rate(r)) => return rate_value(r),
+        // Arrivals under a rate limit say nothing about the load behind it, so a
+        // fraction becomes a rate only against a fed-forward offered rate.
         (OcAlgorithm::Rate, FeedbackValue::AcceptFraction(f)) if !f.is_nan() => {
-            let offered = offered_rate(neighbour, now)?;
+            let offered = neighbour.fed_forward?;
             return rate_value(f.clamp(0.0, 1.0) * offered);
         }
         _ => return None,
     };
     let percent = (loss * 100.0).round();
-    neighbour.last_loss = percent / 100.0;
+    neighbour.arrivals.set_pass(now, 1.0 - percent / 100.0);
     // In [0, 100] by the clamps above.
     Some(percent as u64)
 }
