@@ -55,14 +55,26 @@ fn over_the_wire(pairs: &[(&'static str, String); 4]) -> (u64, String, u64, OcSe
     )
 }
 
-#[allow(clippy::too_many_lines, clippy::cast_precision_loss)]
 fn run(algorithm: Algorithm, oc_algo: OcAlgorithm, feed_forward: bool) -> Outcome {
+    run_with(algorithm, oc_algo, feed_forward, &OcAlgorithm::ALL)
+}
+
+#[allow(clippy::too_many_lines, clippy::cast_precision_loss)]
+fn run_with(
+    algorithm: Algorithm,
+    oc_algo: OcAlgorithm,
+    feed_forward: bool,
+    server_supports: &[OcAlgorithm],
+) -> Outcome {
     let cfg = ControlConfig {
         seed: 3,
         ..ControlConfig::for_algorithm(algorithm)
     };
     let mut feedback = cfg.build_feedback_generator(Time::ZERO);
-    let mut server = OcServer::new(OcServerConfig::default());
+    let mut server = OcServer::new(OcServerConfig {
+        supported: server_supports.to_vec(),
+        ..OcServerConfig::default()
+    });
     let mut clients: Vec<OcClient> = (0..3)
         .map(|i| {
             OcClient::new(
@@ -238,4 +250,19 @@ fn standard_wire_format_keeps_goodput_near_capacity() {
         assert!(o.goodput > 0.6 && o.max_queue < QUEUE_LIMIT / 2, "{o:?}");
         assert_eq!(o.dropped, 0, "{o:?}");
     }
+}
+
+#[test]
+fn without_a_common_algorithm_nothing_is_controlled_and_the_queue_overflows() {
+    // The server computes feedback but cannot speak the client's algorithm, so no
+    // response carries parameters and the client never reduces anything.
+    let o = run_with(
+        Algorithm::RateAbs,
+        OcAlgorithm::Rate,
+        false,
+        &[OcAlgorithm::SluiceWindow],
+    );
+    assert_eq!(o.applied, 0, "{o:?}");
+    assert_eq!(o.max_queue, QUEUE_LIMIT, "{o:?}");
+    assert!(o.dropped > 0, "{o:?}");
 }
