@@ -30,6 +30,11 @@
 //!    expiry, RFC 7339 §5.5).
 //!
 //! # Driving the server (RE side, one [`OcServer`] for all configured upstream neighbours)
+//! 0. Set [`OcServerConfig::epoch_secs`] to the wall-clock UNIX seconds at the driver's
+//!    time origin, so `oc-seq` keeps increasing across restarts; list in
+//!    [`OcServerConfig::supported`] what the configured algorithm can express (window
+//!    algorithms: `sluicewin`; rate-abs: `rate`, `loss`; rate-occ: `loss`, and `rate`
+//!    for clients that feed forward).
 //! 1. For each request from configured neighbour `n`:
 //!    `server.on_request(now, n, &traits, via.param("sluice-ff"))`; pass a returned
 //!    [`FeedForward`](crate::FeedForward) on to the feedback generator.
