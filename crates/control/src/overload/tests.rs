@@ -633,3 +633,29 @@ fn configs_read_from_toml_with_millisecond_durations() {
     assert!(toml::from_str::<OcServerConfig>("validty_ms = 1").is_err());
     assert!(toml::from_str::<OcClientConfig>("algorithms = [\"fancy\"]").is_err());
 }
+
+#[test]
+fn rate_control_starts_from_a_random_bucket_content_per_client() {
+    // §3.5.3 randomisation: clients told to start at the same instant do not all get
+    // the same initial burst; each still stays within tau / T + 1 = 3.
+    let bursts: Vec<usize> = (0..40)
+        .map(|stream| {
+            let mut c = OcClient::new(
+                OcClientConfig {
+                    algorithms: vec![OcAlgorithm::Rate],
+                    ..OcClientConfig::default()
+                },
+                7,
+                stream,
+                Time::ZERO,
+            );
+            c.on_response(Time::ZERO, &response(100, "rate", 60_000, "1.0"));
+            (0..10)
+                .filter(|_| c.admit(Time::ZERO, &INVITE) == OcVerdict::Forward)
+                .count()
+        })
+        .collect();
+    assert!(bursts.iter().all(|b| (1..=3).contains(b)), "{bursts:?}");
+    let distinct: std::collections::BTreeSet<_> = bursts.iter().collect();
+    assert!(distinct.len() >= 2, "{bursts:?}");
+}
