@@ -132,22 +132,11 @@ pub struct SimArgs {
 
 pub fn run(args: &SimArgs) -> Result<(), String> {
     if args.list {
-        for (name, text) in BUILTIN {
-            let title = toml::from_str::<toml::Table>(text)
-                .ok()
-                .and_then(|t| t.get("title").and_then(|v| v.as_str().map(str::to_owned)))
-                .unwrap_or_default();
-            println!("{name:<28} {title}");
-        }
+        list_builtins(BUILTIN);
         return Ok(());
     }
     let which = args.experiment.as_deref().unwrap_or_default();
-    let text = match BUILTIN.iter().find(|(name, _)| *name == which) {
-        Some((_, text)) => (*text).to_owned(),
-        None => std::fs::read_to_string(which).map_err(|e| {
-            format!("{which}: not a built-in experiment (see `sluice sim --list`) and not a readable file: {e}")
-        })?,
-    };
+    let text = experiment_text(BUILTIN, which, "sim")?;
     let overrides = Overrides {
         seeds: (!args.seeds.is_empty()).then(|| args.seeds.clone()),
         duration_s: args.duration,
@@ -183,6 +172,31 @@ pub fn run(args: &SimArgs) -> Result<(), String> {
         out.display()
     );
     Ok(())
+}
+
+/// Prints each built-in experiment's name and title.
+pub(crate) fn list_builtins(builtins: &[(&str, &str)]) {
+    for (name, text) in builtins {
+        let title = toml::from_str::<toml::Table>(text)
+            .ok()
+            .and_then(|t| t.get("title").and_then(|v| v.as_str().map(str::to_owned)))
+            .unwrap_or_default();
+        println!("{name:<28} {title}");
+    }
+}
+
+/// The text of a built-in experiment by name, else of the file at that path.
+pub(crate) fn experiment_text(
+    builtins: &[(&str, &str)],
+    which: &str,
+    command: &str,
+) -> Result<String, String> {
+    match builtins.iter().find(|(name, _)| *name == which) {
+        Some((_, text)) => Ok((*text).to_owned()),
+        None => std::fs::read_to_string(which).map_err(|e| {
+            format!("{which}: not a built-in experiment (see `sluice {command} --list`) and not a readable file: {e}")
+        }),
+    }
 }
 
 /// Runs every point on `jobs` threads; results come back in the points' order, so output

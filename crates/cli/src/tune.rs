@@ -66,25 +66,14 @@ fn settling(trajectory: &[EsStep], window: usize) -> Option<([f64; 4], [f64; 4])
 
 pub fn run(args: &TuneArgs) -> Result<(), String> {
     if args.list {
-        for (name, text) in BUILTIN {
-            let title = toml::from_str::<toml::Table>(text)
-                .ok()
-                .and_then(|t| t.get("title").and_then(|v| v.as_str().map(str::to_owned)))
-                .unwrap_or_default();
-            println!("{name:<28} {title}");
-        }
+        crate::sim::list_builtins(BUILTIN);
         return Ok(());
     }
     let which = args
         .experiment
         .as_deref()
         .ok_or("name a tuning experiment (see `sluice tune --list`)")?;
-    let text = match BUILTIN.iter().find(|(name, _)| *name == which) {
-        Some((_, text)) => (*text).to_owned(),
-        None => std::fs::read_to_string(which).map_err(|e| {
-            format!("{which}: not a built-in tuning experiment (see `sluice tune --list`) and not a readable file: {e}")
-        })?,
-    };
+    let text = crate::sim::experiment_text(BUILTIN, which, "tune")?;
     let mut e = TuningExperiment::from_toml(&text)?;
     if let Some(t) = &args.theta0 {
         let [k_pc, k_ic, k_pq, k_iq] = t[..] else {
