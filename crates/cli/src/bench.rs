@@ -15,6 +15,10 @@ pub enum BenchCommand {
     /// command) and a UAC; ramps the call rate and reports the highest rate with no failed
     /// call and no retransmission.
     Proxy(crate::load::ProxyBenchArgs),
+    /// Local overload control live: a UAS, the proxy under test with emulated capacity (or
+    /// any command) and a UAC on loopback; sweeps offered load as multiples of capacity for
+    /// each control and writes summary.csv (the columns of `sluice sim`) and SVGs.
+    Overload(crate::overload::OverloadArgs),
 }
 
 #[derive(Args, Debug)]
@@ -38,6 +42,7 @@ pub fn run(command: &BenchCommand) -> Result<(), String> {
     match command {
         BenchCommand::Sim(args) => bench_sim(args),
         BenchCommand::Proxy(args) => crate::load::bench_proxy(args),
+        BenchCommand::Overload(args) => crate::overload::bench_overload(args),
     }
 }
 
