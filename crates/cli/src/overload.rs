@@ -445,7 +445,8 @@ fn run_point(
     };
     let uas =
         std::thread::spawn(move || shell::run_uas(uas_socket, UasConfig::new(uas_addr), &uas_stop));
-    let drain = 4.0;
+    // Calls still in progress after the arrivals get this long; the window is over by then.
+    let drain = 2.0;
     let budget = duration + drain + 30.0;
     let started = match &v.target {
         Target::Sluice(c) => start_sluice((**c).clone(), uas_addr, budget),
