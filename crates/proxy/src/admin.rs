@@ -132,7 +132,8 @@ pub(crate) fn status_json(
         "in_by_kind": kinds(&s.in_by_kind),
         "out_by_kind": kinds(&s.out_by_kind),
         "admitted": s.admitted,
-        "rejected": {"policy": s.rejected_policy, "shutdown": s.rejected_shutdown},
+        "rejected": {"policy": s.rejected_policy, "shutdown": s.rejected_shutdown,
+                     "table_headroom": s.rejected_table_headroom},
         "dropped": {
             "queue_full": s.dropped_queue_full,
             "oversized": s.oversized,
@@ -228,6 +229,9 @@ pub(crate) fn render_metrics(s: &Snapshot) -> String {
     rejected
         .get_or_create(&label("reason", "shutdown"))
         .inc_by(st.rejected_shutdown);
+    rejected
+        .get_or_create(&label("reason", "table_headroom"))
+        .inc_by(st.rejected_table_headroom);
     reg.register("rejected", "New sessions rejected with 503", rejected);
     let dropped = Family::<Labels, Counter>::default();
     for (reason, v) in [

@@ -98,6 +98,10 @@ pub struct CoreStats {
     pub rejected_policy: u64,
     /// New sessions rejected because the proxy is shutting down.
     pub rejected_shutdown: u64,
+    /// New sessions answered 503 (statelessly, at the receive stage) because the
+    /// transaction table held more than 90 % of `max_transactions`: the rest is kept for
+    /// in-dialog requests (the BYEs of admitted calls) and responses.
+    pub rejected_table_headroom: u64,
     /// Arrivals dropped at a full FIFO (the INVITE queue's included).
     pub dropped_queue_full: u64,
     /// Of `dropped_queue_full`, INVITEs dropped at a full INVITE queue.
@@ -434,6 +438,13 @@ impl ProxyCore {
         // accepted, and rejecting it would waste that work.
         let mut reject = false;
         if summary.is_session_start() {
+            if self.table_headroom_reached() {
+                // Stateless, so the refusal itself takes no slot of the headroom.
+                self.stats.rejected_table_headroom += 1;
+                let refusal = edit::response_to(&msg, 503).to_tag("sl").build();
+                self.send_stateless(from, refusal);
+                return;
+            }
             if self.draining {
                 reject = true;
                 self.stats.rejected_shutdown += 1;
@@ -491,6 +502,13 @@ impl ProxyCore {
             .queue_peak
             .max(self.queue.len() + self.invite_queue.len());
         self.admission.get().on_queue(now, self.occupancy_now);
+    }
+
+    /// More than 90 % of the transaction table is in use: non-INVITE server transactions
+    /// wait Timer J (32 s) after their final response, so at high call rates they fill the
+    /// table and, without this reserve, the BYEs of admitted calls would be refused.
+    fn table_headroom_reached(&self) -> bool {
+        self.txn.len().saturating_mul(10) > self.txn.config().max_transactions.saturating_mul(9)
     }
 
     /// The shell could not send a transmit of this origin (§16.9: becomes 503 upstream).

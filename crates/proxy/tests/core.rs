@@ -346,7 +346,8 @@ fn a_full_transaction_table_refuses_with_503_and_memory_stays_bounded() {
     assert_eq!(forwarded, 10);
     assert_eq!(answered_503, 90);
     let s = core.stats(Time::from_millis(100));
-    assert!(s.refused_table_full >= 90, "{}", s.refused_table_full);
+    // Above 90 % of the table new sessions are refused before the table itself is full.
+    assert_eq!(s.rejected_table_headroom, 90);
     // Once the silent next hop times out, the table empties and calls go through again.
     let mut now = Time::ZERO;
     while let Some(next) = core.poll_timeout() {
@@ -770,4 +771,44 @@ fn every_local_policy_rejects_new_sessions_under_overload_and_none_does_not() {
         assert!(forwarded > 60.0, "{policy}: forwarded {forwarded}/s");
         eprintln!("{policy}: forwarded {forwarded:.0}/s, rejected {rejected:.0}/s");
     }
+}
+
+#[test]
+fn new_sessions_are_refused_before_the_table_fills_so_in_dialog_requests_still_pass() {
+    let mut cfg = config();
+    cfg.max_transactions = 40;
+    let mut core = core_with(&cfg);
+    // A silent next hop: each forwarded INVITE holds two slots. 19 INVITEs fill 38 of the
+    // 40 slots (the 19th arrives at 36, which is not more than 90 %).
+    for i in 0..19 {
+        let out = step(
+            &mut core,
+            Time::from_millis(i),
+            invite(&format!("h{i}"), 70).as_bytes(),
+            UAC,
+        );
+        assert_eq!(only_to(&out, UAS).len(), 1, "INVITE {i} forwarded");
+    }
+    let now = Time::from_millis(20);
+    assert_eq!(core.stats(now).transactions, 38);
+    // Above 90 %: the next new session gets a stateless 503 and takes no slot.
+    let out = step(&mut core, now, invite("h19", 70).as_bytes(), UAC);
+    assert!(only_to(&out, UAS).is_empty());
+    let refusals = only_to(&out, UAC);
+    assert_eq!(refusals.len(), 1);
+    assert!(text(refusals[0]).starts_with("SIP/2.0 503 Service Unavailable\r\n"));
+    assert!(!text(refusals[0]).contains("Retry-After"));
+    assert_eq!(core.stats(now).transactions, 38);
+    // A BYE of an established call still finds room.
+    let out = step(
+        &mut core,
+        now,
+        in_dialog("BYE", "h0", 2, "bye0").as_bytes(),
+        UAC,
+    );
+    assert_eq!(only_to(&out, UAS).len(), 1, "BYE forwarded");
+    let s = core.stats(now);
+    assert_eq!(s.rejected_table_headroom, 1);
+    assert_eq!(s.refused_table_full, 0);
+    assert_eq!(s.transactions, 40);
 }
