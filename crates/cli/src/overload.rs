@@ -33,9 +33,10 @@ use crate::plot::{self, Axes, Series};
 pub const ALL_VARIANTS: &str = "none:fifo,none,threshold,ohta,occ,red,pi,latency-bucket";
 
 /// Other messages a call sends through the proxy besides its INVITE, forwarded (100, 180,
-/// 200, ACK, BYE, 200) and rejected (the ACK for the 503), for `β` and the capacity.
+/// 200, ACK, BYE, 200) and rejected (none: the proxy absorbs the ACK for its stateless 503
+/// at the receive stage), for `β` and the capacity.
 const OTHERS_FORWARDED: f64 = 6.0;
-const OTHERS_REJECTED: f64 = 1.0;
+const OTHERS_REJECTED: f64 = 0.0;
 
 /// `C_T` of the `g_opt(r)` curve: the PI's default target.
 const TARGET_CPU: f64 = 0.9;
@@ -186,7 +187,7 @@ fn set_costs(
             "cost_other_us {cost_other_us} leaves nothing for the INVITE at {capacity} calls/s"
         ));
     }
-    // β = (invite + 6 other) / (reject + 1 other)
+    // β = (invite + 6 other) / (reject + 0 other)
     let reject_us = call_us / beta - OTHERS_REJECTED * other;
     if reject_us < 0.0 {
         return Err(format!(

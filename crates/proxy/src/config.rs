@@ -288,7 +288,8 @@ impl ProxyConfig {
     /// forwarded call over that of a rejected one (`None` if either is zero). A forwarded
     /// call costs its INVITE and `others_forwarded` other messages (6 for a call through
     /// this proxy from `sluice load`: 100, 180, 200, ACK, BYE and its 200); a rejected call
-    /// costs the 503 and `others_rejected` (1: the ACK for the 503).
+    /// costs the 503 and `others_rejected` (0: the ACK for a stateless rejection is
+    /// absorbed at the receive stage, for free).
     pub fn emulated_beta(&self, others_forwarded: f64, others_rejected: f64) -> Option<f64> {
         let other = self.cost_other().as_secs_f64();
         let forward = self.cost_forward().as_secs_f64() + others_forwarded * other;

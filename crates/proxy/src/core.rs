@@ -31,6 +31,11 @@ use crate::config::ProxyConfig;
 /// recognised as having passed through here (the magic cookie of §8.1.1.7 first).
 const BRANCH_PREFIX: &str = "z9hG4bKsl";
 
+/// The To tag of the 503s the admission policy's rejections are answered with, statelessly
+/// (no transaction), so that the ACK for one can be recognised and absorbed at the receive
+/// stage, as Kamailio's `sl` module does with its own tag.
+const REJECT_TAG: &str = "sl-rej";
+
 /// A datagram to send.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Transmit {
@@ -106,6 +111,8 @@ pub struct CoreStats {
     pub dropped_queue_full: u64,
     /// Of `dropped_queue_full`, INVITEs dropped at a full INVITE queue.
     pub dropped_invite_queue_full: u64,
+    /// ACKs for the stateless rejection 503s, absorbed at the receive stage.
+    pub absorbed_reject_acks: u64,
     /// Of `rejected_policy`, INVITEs the draining policy (`pi`) rejected as it took them
     /// from the INVITE queue (they were counted `admitted` on arrival).
     pub rejected_at_drain: u64,
@@ -336,10 +343,16 @@ fn split_hostport(s: &str) -> (String, u16) {
     (host.to_owned(), port.unwrap_or(5060))
 }
 
-fn has_to_tag(msg: &Message) -> bool {
-    msg.header(HeaderName::To)
+/// Whether a request has a To tag, and whether it is this proxy's rejection tag.
+fn to_tag_kind(msg: &Message) -> (bool, bool) {
+    match msg
+        .header(HeaderName::To)
         .and_then(NameAddr::parse)
-        .is_some_and(|to| to.tag().is_some())
+        .and_then(|to| to.tag())
+    {
+        Some(tag) => (true, tag == REJECT_TAG.as_bytes()),
+        None => (false, false),
+    }
 }
 
 impl ProxyCore {
@@ -420,7 +433,17 @@ impl ProxyCore {
             self.stats.malformed += 1;
             return;
         };
-        let to_tag = msg.is_request() && has_to_tag(&msg);
+        let (to_tag, reject_tag) = if msg.is_request() {
+            to_tag_kind(&msg)
+        } else {
+            (false, false)
+        };
+        if reject_tag && msg.method() == Some(&Method::Ack) {
+            // The ACK for a stateless rejection: nothing waits for it (§17.2.1's ACK matters
+            // only to a transaction, and a rejection has none).
+            self.stats.absorbed_reject_acks += 1;
+            return;
+        }
         let summary = match msg.method() {
             None => MessageSummary::response(None),
             Some(Method::Invite) if !to_tag => MessageSummary::new_session(None),
@@ -791,6 +814,10 @@ impl ProxyCore {
 
     /// The full work for one message.
     fn process(&mut self, now: Time, q: Queued) {
+        if q.reject && !q.to_tag && q.msg.method() == Some(&Method::Invite) {
+            self.reject_stateless(&q);
+            return;
+        }
         self.cur_reject = q.reject;
         self.cur_accepted = false;
         self.cur_to_tag = q.to_tag;
@@ -814,6 +841,24 @@ impl ProxyCore {
         }
         self.drain_txn(now);
         self.cur_reject = false;
+    }
+
+    /// A rejection is answered without a transaction (RFC 3261 §8.2.7's stateless UAS
+    /// behaviour, as Kamailio's `sl_send_reply`): a 503 with our rejection To tag, sent back
+    /// to where the INVITE came from (its source address, as `rport` would have it). A
+    /// retransmitted INVITE is rejected again the same way, and the ACK is absorbed at the
+    /// receive stage, so a rejected call costs two cheap steps and leaves no state.
+    fn reject_stateless(&mut self, q: &Queued) {
+        if q.msg.top_via().is_err() || q.msg.header(HeaderName::CallId).is_none() {
+            self.stats.invalid += 1;
+            return;
+        }
+        let mut b = edit::response_to(&q.msg, 503).to_tag(REJECT_TAG);
+        if self.retry_after > 0 {
+            b = b.retry_after(self.retry_after);
+        }
+        let bytes = b.build();
+        self.send_stateless(q.from, bytes);
     }
 
     fn drain_txn(&mut self, now: Time) {

@@ -52,6 +52,9 @@
 //!    other plugs in with [`ProxyCore::set_admission`] (or [`Proxy::set_admission`]).
 //!    Admitted and rejected messages enter a bounded FIFO (default 500); arrivals at a full
 //!    queue are dropped and counted.
+//!    Rejected INVITEs are answered statelessly (a 503 with To tag `sl-rej` sent back to
+//!    the source, no transaction, as Kamailio's `sl_send_reply`), so a rejection costs the
+//!    processor one cheap step; the ACK for such a 503 is absorbed right here.
 //! 2. **Processor** ([`ProxyCore::handle_timeout`]): takes messages from the FIFO in order
 //!    and does the full work: validation, the transaction layer (`sluice_txn`), routing,
 //!    forwarding with Via/Record-Route/Max-Forwards edits, and the 503 for rejected ones.

@@ -812,3 +812,42 @@ fn new_sessions_are_refused_before_the_table_fills_so_in_dialog_requests_still_p
     assert_eq!(s.refused_table_full, 0);
     assert_eq!(s.transactions, 40);
 }
+
+#[test]
+fn rejections_are_stateless_and_their_ack_is_absorbed_at_the_receive_stage() {
+    let mut cfg = config();
+    cfg.admission.policy = "threshold".parse().unwrap();
+    cfg.admission.threshold.high_watermark = 0;
+    cfg.admission.threshold.low_watermark = 0;
+    let mut core = core_with(&cfg);
+    let out = step(&mut core, Time::ZERO, invite("r1", 70).as_bytes(), UAC);
+    assert_eq!(
+        out.len(),
+        1,
+        "only the 503, no 100 Trying, nothing downstream"
+    );
+    assert_eq!(out[0].to, addr(UAC));
+    let reply = text(&out[0]);
+    assert!(reply.starts_with("SIP/2.0 503 "), "{reply}");
+    assert!(
+        reply.contains("\r\nTo: <sip:bob@192.0.2.1>;tag=sl-rej\r\n"),
+        "{reply}"
+    );
+    assert!(reply.contains("branch=z9hG4bKr1;rport"), "{reply}");
+    // No transaction holds the rejection, so nothing retransmits it.
+    let s = core.stats(Time::ZERO);
+    assert_eq!((s.transactions, s.rejected_policy), (0, 1));
+    assert_eq!(core.poll_timeout(), None);
+    // The caller's ACK for the 503 ends here.
+    let ack = "ACK sip:bob@192.0.2.1:5060 SIP/2.0\r\n\
+               Via: SIP/2.0/UDP 192.0.2.10:5062;branch=z9hG4bKr1;rport\r\n\
+               Max-Forwards: 70\r\n\
+               From: <sip:alice@192.0.2.10>;tag=ar1\r\n\
+               To: <sip:bob@192.0.2.1>;tag=sl-rej\r\n\
+               Call-ID: r1\r\n\
+               CSeq: 1 ACK\r\n\
+               Content-Length: 0\r\n\r\n";
+    assert!(step(&mut core, Time::from_millis(1), ack.as_bytes(), UAC).is_empty());
+    let s = core.stats(Time::from_millis(1));
+    assert_eq!((s.absorbed_reject_acks, s.forwarded_acks), (1, 0));
+}
