@@ -175,6 +175,15 @@ pub(crate) fn status_json(
         .min(1.0),
         "busy_virtual_s": s.busy_virtual.as_secs_f64(),
         "busy_native_s": s.busy_native.as_secs_f64(),
+        "overload": {
+            "responses_stamped": s.hop.responses_stamped,
+            "responses_not_participating": s.hop.responses_not_participating,
+            "unconfigured_requests": s.hop.unconfigured_requests,
+            "feedback_applied": s.hop.client.applied,
+            "feedback_ignored": s.hop.feedback_ignored(),
+            "feedback_out_of_range": s.hop.client.out_of_range,
+            "reduced": s.hop.client.rejected_normal + s.hop.client.rejected_priority,
+        },
     })
 }
 
@@ -296,6 +305,59 @@ pub(crate) fn render_metrics(s: &Snapshot) -> String {
         "transactions_refused",
         "Transactions refused because the table was full",
         st.txn.refused.table_full,
+    );
+    let h = &st.hop;
+    let feedback = Family::<Labels, Counter>::default();
+    for (result, v) in [
+        ("applied", h.client.applied),
+        ("stopped", h.client.stopped),
+        ("expired", h.client.expired),
+        ("stale", h.client.stale),
+        ("missing_seq", h.client.missing_seq),
+        ("unknown_algorithm", h.client.unknown_algorithm),
+        ("out_of_range", h.client.out_of_range),
+        ("malformed", h.client.malformed),
+        ("unconfigured_sender", h.feedback_unconfigured),
+    ] {
+        feedback.get_or_create(&label("result", result)).inc_by(v);
+    }
+    reg.register(
+        "overload_feedback",
+        "SE: RFC 7339 parameter sets received from next hops, by what became of them",
+        feedback,
+    );
+    let reduced = Family::<Labels, Counter>::default();
+    for (category, v) in [
+        ("normal", h.client.rejected_normal),
+        ("priority", h.client.rejected_priority),
+    ] {
+        reduced
+            .get_or_create(&label("category", category))
+            .inc_by(v);
+    }
+    reg.register(
+        "overload_reduced",
+        "SE: requests reduced (answered 503) by hop-by-hop control, by RFC 7339 category",
+        reduced,
+    );
+    let stamped = Family::<Labels, Counter>::default();
+    for (result, v) in [
+        ("stamped", h.responses_stamped),
+        ("not_participating", h.responses_not_participating),
+        ("no_feedback", h.responses_without_feedback),
+    ] {
+        stamped.get_or_create(&label("result", result)).inc_by(v);
+    }
+    reg.register(
+        "overload_responses",
+        "RE: responses to configured neighbours, by whether they carried feedback",
+        stamped,
+    );
+    counter(
+        &mut reg,
+        "overload_unconfigured_requests",
+        "RE: requests declaring oc from senders that are not configured neighbours",
+        h.unconfigured_requests,
     );
     gauge(
         &mut reg,

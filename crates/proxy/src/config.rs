@@ -50,6 +50,8 @@ pub struct ProxyConfig {
     pub max_datagram: usize,
     /// Receive-stage admission policy.
     pub admission: AdmissionConfig,
+    /// Hop-by-hop overload control (RFC 7339/7415): `role = "re"` or `"se"`.
+    pub overload: crate::hop::OverloadConfig,
     /// HTTP address for `/metrics` and `/status`; unset: no admin endpoint.
     pub admin: Option<SocketAddr>,
     /// Socket buffer sizes asked of the kernel (SO_RCVBUF / SO_SNDBUF), bytes.
@@ -77,6 +79,7 @@ impl Default for ProxyConfig {
             timer_c_s: 181.0,
             max_datagram: 65_535,
             admission: AdmissionConfig::default(),
+            overload: crate::hop::OverloadConfig::default(),
             admin: None,
             socket_buffer: 4 << 20,
             shutdown_grace_s: 5.0,
@@ -194,6 +197,9 @@ impl ProxyConfig {
     /// Checks what serde cannot: ranges and combinations.
     pub fn validate(&self) -> Result<(), ConfigError> {
         let bad = |m: String| Err(ConfigError::Invalid(m));
+        self.overload
+            .validate(self.admission.retry_after_s)
+            .map_err(ConfigError::Invalid)?;
         if self.queue_capacity == 0 {
             return bad("queue_capacity must be at least 1".into());
         }

@@ -168,6 +168,8 @@ pub struct CoreStats {
     pub busy_native: Duration,
     /// Transaction layer counters (retransmissions absorbed and sent, refusals, timers).
     pub txn: sluice_txn::Stats,
+    /// Hop-by-hop overload control (`[overload]`).
+    pub hop: crate::hop::HopStats,
 }
 
 impl CoreStats {
@@ -255,6 +257,8 @@ enum RouteError {
 pub struct ProxyCore {
     txn: TransactionLayer,
     admission: Policy,
+    /// Hop-by-hop overload control (RFC 7339), see `hop.rs`.
+    hop: crate::hop::Hop,
     queue: VecDeque<Queued>,
     queue_capacity: usize,
     /// `invite_queue = true`: admitted INVITEs wait here, behind everything in `queue`.
@@ -367,6 +371,7 @@ impl ProxyCore {
                 ..TxnConfig::default()
             }),
             admission: Policy::Built(Box::new(config.admission.build(now))),
+            hop: crate::hop::Hop::new(&config.overload, config.next_hop, now),
             queue: VecDeque::with_capacity(config.queue_capacity.min(1 << 16)),
             queue_capacity: config.queue_capacity,
             split: config.invite_queue,
@@ -450,6 +455,17 @@ impl ProxyCore {
             Some(Method::Invite) => MessageSummary::repeated_invite(None),
             Some(_) => MessageSummary::other_request(None),
         };
+        let summary = self.hop.on_arrival(now, &msg, from, summary, |branch| {
+            branch.starts_with(BRANCH_PREFIX.as_bytes())
+        });
+        // SE: RFC 7339 reduction towards the next hop, here at the cheap path; in-dialog
+        // requests are exempt, so only out-of-dialog ones are offered.
+        let hop_reject = msg.is_request() && !to_tag && self.hop.is_se() && {
+            // Routing reads the processor's in-dialog flag: this request has no To tag.
+            self.cur_to_tag = false;
+            self.route(&msg)
+                .is_ok_and(|(dest, _)| self.hop.reduce(now, &msg, dest))
+        };
         // In the split structure the policies watch the INVITE queue, as in the simulator.
         let watched = if self.split {
             self.invite_queue.len()
@@ -459,8 +475,8 @@ impl ProxyCore {
         let verdict = self.admission.get().on_arrival(now, watched, &summary);
         // Only new sessions are ever rejected: everything else belongs to work already
         // accepted, and rejecting it would waste that work.
-        let mut reject = false;
-        if summary.is_session_start() {
+        let mut reject = hop_reject;
+        if summary.is_session_start() && !reject {
             if self.table_headroom_reached() {
                 // Stateless, so the refusal itself takes no slot of the headroom.
                 self.stats.rejected_table_headroom += 1;
@@ -524,6 +540,7 @@ impl ProxyCore {
             .stats
             .queue_peak
             .max(self.queue.len() + self.invite_queue.len());
+        self.hop.on_queue(now, self.occupancy_now);
         self.admission.get().on_queue(now, self.occupancy_now);
     }
 
@@ -554,6 +571,7 @@ impl ProxyCore {
     /// Runs the processor up to `now` and fires due timers.
     pub fn handle_timeout(&mut self, now: Time) {
         self.txn.handle_timeout(now);
+        self.hop.handle_timeout(now);
         self.drain_txn(now);
         let policy = self.admission.get();
         if policy.poll_timeout().is_some_and(|t| t <= now) {
@@ -630,6 +648,7 @@ impl ProxyCore {
             self.txn.poll_timeout(),
             self.admission.get_ref().poll_timeout(),
             timer_c,
+            self.hop.poll_timeout(),
         ]
         .into_iter()
         .flatten()
@@ -638,7 +657,7 @@ impl ProxyCore {
 
     /// The next datagram to send.
     pub fn poll_transmit(&mut self) -> Option<Transmit> {
-        let t = self.out.pop_front()?;
+        let t = self.hop.outgoing(self.out.pop_front()?);
         self.stats.datagrams_out += 1;
         self.stats.bytes_out += t.payload.len() as u64;
         self.stats.out_by_kind.count(&t.payload);
@@ -667,6 +686,7 @@ impl ProxyCore {
         s.transactions = self.txn.len();
         s.pending_requests = self.links.values().filter(|l| !l.final_relayed).count();
         s.txn = *self.txn.stats();
+        s.hop = self.hop.stats();
         s
     }
 
@@ -789,6 +809,7 @@ impl ProxyCore {
             self.complete(now, q, start, cost);
         }
         if changed {
+            self.hop.on_queue(now, self.occupancy_now);
             self.admission.get().on_queue(now, self.occupancy_now);
         }
     }
@@ -801,15 +822,14 @@ impl ProxyCore {
         let queueing_delay = start.saturating_since(q.arrived);
         self.process(now, q);
         self.stats.processed += 1;
-        self.admission.get().on_processed(
-            now,
-            &Completion {
-                message: summary,
-                service_time: cost,
-                queueing_delay,
-                session_accepted: self.cur_accepted,
-            },
-        );
+        let completion = Completion {
+            message: summary,
+            service_time: cost,
+            queueing_delay,
+            session_accepted: self.cur_accepted,
+        };
+        self.hop.on_processed(now, &completion);
+        self.admission.get().on_processed(now, &completion);
     }
 
     /// The full work for one message.
@@ -963,7 +983,8 @@ impl ProxyCore {
         cancels: Option<ServerTxId>,
     ) {
         let method = request.method().cloned();
-        if self.cur_reject && method == Some(Method::Invite) {
+        // Policy rejections are INVITEs; the SE's reductions may be other requests too.
+        if self.cur_reject && method != Some(Method::Ack) {
             self.respond(now, tx, request, 503);
             return;
         }
@@ -1014,7 +1035,14 @@ impl ProxyCore {
         let branch = format!("{BRANCH_PREFIX}{:x}", self.branch_counter);
         let dialog_creating =
             matches!(method, Some(Method::Invite | Method::Subscribe)) && !self.cur_to_tag;
-        let bytes = self.edit_request(request, from, &branch, pop_route, dialog_creating);
+        let bytes = self.edit_request(
+            request,
+            from,
+            &branch,
+            pop_route,
+            dialog_creating,
+            Some((now, dest)),
+        );
         let Ok(forward) = Message::parse(bytes) else {
             self.stats.invalid += 1;
             self.respond(now, tx, request, 500);
@@ -1131,7 +1159,7 @@ impl ProxyCore {
         let mut h = std::hash::DefaultHasher::new();
         request.top_via_branch().unwrap_or_default().hash(&mut h);
         let branch = format!("{BRANCH_PREFIX}a{:x}", h.finish());
-        let bytes = self.edit_request(request, from, &branch, pop_route, false);
+        let bytes = self.edit_request(request, from, &branch, pop_route, false, None);
         self.stats.forwarded_acks += 1;
         self.send_stateless(dest, bytes);
     }
@@ -1145,12 +1173,17 @@ impl ProxyCore {
         branch: &str,
         pop_route: bool,
         record_route: bool,
+        oc_towards: Option<(Time, SocketAddr)>,
     ) -> Bytes {
         self.via_buf.clear();
         self.via_buf.extend_from_slice(b"SIP/2.0/UDP ");
         self.via_buf.extend_from_slice(self.me.as_bytes());
         self.via_buf.extend_from_slice(b";branch=");
         self.via_buf.extend_from_slice(branch.as_bytes());
+        if let Some((now, dest)) = oc_towards {
+            // SE: declare support for overload control to a configured next hop.
+            self.hop.append_via(now, dest, &mut self.via_buf);
+        }
         // RFC 3581 §4: rport asked for, so fill it in, and received with it; RFC 3261
         // §18.2.1: received when the sent-by host is not the packet's source.
         let (rport, received) = match request.top_via() {

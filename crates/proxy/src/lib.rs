@@ -140,8 +140,10 @@
 mod admin;
 mod config;
 mod core;
+mod hop;
 mod shell;
 
 pub use config::{AdmissionConfig, ConfigError, ProxyConfig, RouteRule};
 pub use core::{CoreStats, ProxyCore, Transmit};
+pub use hop::{HopRole, HopStats, OverloadConfig};
 pub use shell::{Proxy, ProxyReport, ShutdownHandle};

@@ -85,7 +85,14 @@ fn udp_socket(addr: SocketAddr, buffer: usize) -> io::Result<std::net::UdpSocket
 
 impl Proxy {
     /// Validates the config and binds the UDP socket (and the admin listener, if any).
-    pub async fn bind(config: ProxyConfig) -> io::Result<Proxy> {
+    pub async fn bind(mut config: ProxyConfig) -> io::Result<Proxy> {
+        if config.overload.server.epoch_secs == 0 {
+            // RFC 7339 oc-seq must keep increasing across restarts: number from the wall
+            // clock at the core's time origin (read here, in the shell, not in the core).
+            config.overload.server.epoch_secs = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs());
+        }
         config
             .validate()
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;

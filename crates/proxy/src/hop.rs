@@ -1,0 +1,480 @@
+//! Hop-by-hop overload control (RFC 7339 wire format, RFC 7415 `rate`, the window
+//! extension), sans-IO: the core calls in at its receive stage, queue, processor, timers
+//! and output, and this module drives `sluice_control`'s overload client and server.
+//!
+//! * `role = "re"`: the proxy computes feedback for its configured upstream `neighbours`
+//!   with one of Shen et al.'s generators (`[overload.control]`, e.g. `algorithm =
+//!   "rate-abs"`), fed from the receive stage (`on_arrival`), the queue (`on_queue`) and
+//!   the processor (`on_processed`). Every response leaving for a configured neighbour
+//!   whose top Via carries `oc` (the neighbour declared support) gets `oc`, `oc-algo`,
+//!   `oc-validity` and `oc-seq` on that Via: relayed responses, the proxy's own 100 and
+//!   503s, retransmissions. The stamp is applied at the output, so no path that produces a
+//!   response can miss it. Requests and responses to anyone else carry nothing and give
+//!   nothing (counted).
+//! * `role = "se"`: one [`OcClient`] per configured next hop (`next_hops`, default the
+//!   proxy's `next_hop`). Every out-of-dialog request bound for it is offered to the client
+//!   at the receive stage (a reduced one is answered 503 at the rejection cost); the Via
+//!   the proxy pushes declares support (`;oc;oc-algo="…"`); the parameters of the proxy's
+//!   own Via in responses from that hop (only from that address) are applied.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+
+use bytes::Bytes;
+use serde::{Deserialize, Serialize};
+use sluice_control::overload::OcAlgorithm;
+use sluice_control::overload::{
+    is_sos_urn, OcClient, OcClientConfig, OcClientStats, OcResponse, OcSequence, OcServer,
+    OcServerConfig, OcServerStats, OcVerdict, RequestMethod, RequestTraits, FEED_FORWARD_PARAM,
+};
+use sluice_control::{
+    Algorithm, AnyFeedbackGenerator, Completion, ControlConfig, FeedbackGenerator, MessageSummary,
+    NeighbourId, QueueOccupancy,
+};
+use sluice_sip::edit::{self, ResponseEdits};
+use sluice_sip::{HeaderName, Message, Method, NameAddr, Oc};
+use sluice_time::Time;
+
+use crate::core::Transmit;
+
+/// Which side of hop-by-hop overload control this proxy plays.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum HopRole {
+    /// No hop-by-hop control: Via parameters pass untouched.
+    #[default]
+    None,
+    /// Receiving entity: computes feedback for upstream neighbours.
+    Re,
+    /// Sending entity: enforces feedback from next hops.
+    Se,
+}
+
+/// `[overload]`: hop-by-hop overload control.
+///
+/// ```toml
+/// [overload]
+/// role = "re"
+/// neighbours = ["127.0.0.1:5061", "127.0.0.1:5062"]   # upstream SEs, by IP and port
+/// [overload.control]
+/// algorithm = "rate-abs"       # win-disc | win-cont | win-auto | rate-abs | rate-occ
+/// [overload.server]
+/// validity_ms = 500
+/// ```
+///
+/// ```toml
+/// [overload]
+/// role = "se"
+/// next_hops = ["127.0.0.1:5080"]   # default: next_hop
+/// [overload.client]
+/// algorithms = ["rate", "loss"]
+/// ```
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct OverloadConfig {
+    pub role: HopRole,
+    /// RE: the upstream neighbours feedback is computed for; the position is the
+    /// neighbour's id. Anyone else gets no feedback.
+    pub neighbours: Vec<SocketAddr>,
+    /// RE: the feedback algorithm and its parameters (the simulator's control table).
+    pub control: ControlConfig,
+    /// RE: the RFC 7339 server. An unchanged `supported` list is narrowed to what the
+    /// algorithm can express (windows: `sluicewin`; rate-abs: `rate`, `loss`; rate-occ:
+    /// `loss`, `rate`). `epoch_secs` 0: the shell fills in the wall clock at start.
+    pub server: OcServerConfig,
+    /// SE: the next hops whose feedback is enforced; empty: the proxy's `next_hop`.
+    pub next_hops: Vec<SocketAddr>,
+    /// SE: the RFC 7339 client, one per next hop.
+    pub client: OcClientConfig,
+    /// Seed of the clients' random draws (loss lottery, rate start randomisation).
+    pub seed: u64,
+}
+
+impl OverloadConfig {
+    /// Checks what serde cannot; `retry_after_s` is the proxy's 503 Retry-After.
+    pub fn validate(&self, retry_after_s: u32) -> Result<(), String> {
+        match self.role {
+            HopRole::None => Ok(()),
+            HopRole::Re => {
+                if self.control.algorithm.is_local() {
+                    return Err(format!(
+                        "overload role re needs a feedback algorithm (win-disc, win-cont, \
+                         win-auto, rate-abs, rate-occ), not {}",
+                        self.control.algorithm
+                    ));
+                }
+                if self.neighbours.is_empty() {
+                    return Err("overload role re needs at least one neighbour".into());
+                }
+                if retry_after_s > 0 {
+                    // RFC 7339 §5.6 spirit: a Retry-After switches a whole client off.
+                    return Err("overload role re: set admission.retry_after_s = 0 \
+                                (rejections carry no Retry-After)"
+                        .into());
+                }
+                Ok(())
+            }
+            HopRole::Se => {
+                if self.client.algorithms.is_empty() {
+                    return Err("overload role se: client.algorithms is empty".into());
+                }
+                Ok(())
+            }
+        }
+    }
+
+    fn server_config(&self) -> OcServerConfig {
+        let mut server = self.server.clone();
+        if server.supported == OcServerConfig::default().supported {
+            server.supported = match self.control.algorithm {
+                Algorithm::RateAbs => vec![OcAlgorithm::Rate, OcAlgorithm::Loss],
+                Algorithm::RateOcc => vec![OcAlgorithm::Loss, OcAlgorithm::Rate],
+                _ => vec![OcAlgorithm::SluiceWindow],
+            };
+        }
+        server
+    }
+}
+
+/// Counters of hop-by-hop control, for `/metrics` and the exit report.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct HopStats {
+    /// RE: requests from configured neighbours.
+    pub neighbour_requests: u64,
+    /// RE: requests declaring `oc` from senders that are not configured neighbours
+    /// (they get no feedback).
+    pub unconfigured_requests: u64,
+    /// RE: responses to a configured neighbour that got parameters.
+    pub responses_stamped: u64,
+    /// RE: responses to a configured neighbour without `oc` in their top Via (a
+    /// non-participating client: nothing added).
+    pub responses_not_participating: u64,
+    /// RE: responses to a participating neighbour that got nothing (no common algorithm,
+    /// no feedback yet, or feedback that could not be expressed).
+    pub responses_without_feedback: u64,
+    /// RE: the server's own counters.
+    pub server: OcServerStats,
+    /// SE: responses carrying `oc` values from an address that is not a configured next
+    /// hop (ignored).
+    pub feedback_unconfigured: u64,
+    /// SE: the clients' counters, summed over next hops.
+    pub client: OcClientStats,
+}
+
+impl HopStats {
+    /// SE: parameter sets ignored for any reason (stale, no sequence, unknown algorithm,
+    /// out of range, malformed, from an unconfigured sender).
+    pub fn feedback_ignored(&self) -> u64 {
+        let c = &self.client;
+        c.stale
+            + c.missing_seq
+            + c.unknown_algorithm
+            + c.out_of_range
+            + c.malformed
+            + self.feedback_unconfigured
+    }
+}
+
+/// The hop-by-hop control state of one proxy.
+pub(crate) struct Hop {
+    role: HopRole,
+    neighbours: HashMap<SocketAddr, NeighbourId>,
+    generator: Option<AnyFeedbackGenerator>,
+    server: Option<OcServer>,
+    clients: HashMap<SocketAddr, OcClient>,
+    /// The latest instant the core has seen; the output hook has none of its own.
+    now: Time,
+    stats: HopStats,
+    scratch: String,
+}
+
+/// What the overload policy needs to know about a request.
+fn traits_of(msg: &Message) -> RequestTraits {
+    let method = match msg.method() {
+        Some(Method::Invite) => RequestMethod::Invite,
+        Some(Method::Ack) => RequestMethod::Ack,
+        Some(Method::Cancel) => RequestMethod::Cancel,
+        Some(Method::Bye) => RequestMethod::Bye,
+        _ => RequestMethod::Other,
+    };
+    let in_dialog = msg
+        .header(HeaderName::To)
+        .and_then(NameAddr::parse)
+        .is_some_and(|to| to.tag().is_some());
+    let priority = msg.header_by_name("Resource-Priority").is_some()
+        || msg.request_uri_raw().is_some_and(is_sos_urn);
+    RequestTraits {
+        method,
+        in_dialog,
+        priority,
+    }
+}
+
+fn sum_client_stats(total: &mut OcClientStats, s: &OcClientStats) {
+    total.applied += s.applied;
+    total.stopped += s.stopped;
+    total.expired += s.expired;
+    total.stale += s.stale;
+    total.missing_seq += s.missing_seq;
+    total.unknown_algorithm += s.unknown_algorithm;
+    total.out_of_range += s.out_of_range;
+    total.malformed += s.malformed;
+    total.offered += s.offered;
+    total.forwarded += s.forwarded;
+    total.rejected_normal += s.rejected_normal;
+    total.rejected_priority += s.rejected_priority;
+    total.exempt += s.exempt;
+    total.window_probes += s.window_probes;
+}
+
+impl Hop {
+    pub(crate) fn new(config: &OverloadConfig, next_hop: Option<SocketAddr>, now: Time) -> Hop {
+        let mut hop = Hop {
+            role: config.role,
+            neighbours: HashMap::new(),
+            generator: None,
+            server: None,
+            clients: HashMap::new(),
+            now,
+            stats: HopStats::default(),
+            scratch: String::new(),
+        };
+        match config.role {
+            HopRole::None => {}
+            HopRole::Re => {
+                for (i, n) in config.neighbours.iter().enumerate() {
+                    let id = NeighbourId(u32::try_from(i).unwrap_or(u32::MAX));
+                    hop.neighbours.entry(*n).or_insert(id);
+                }
+                hop.generator = Some(config.control.build_feedback_generator(now));
+                hop.server = Some(OcServer::new(config.server_config()));
+            }
+            HopRole::Se => {
+                let hops = if config.next_hops.is_empty() {
+                    next_hop.into_iter().collect()
+                } else {
+                    config.next_hops.clone()
+                };
+                for (i, h) in hops.into_iter().enumerate() {
+                    let client = OcClient::new(config.client.clone(), config.seed, i as u64, now);
+                    hop.clients.entry(h).or_insert(client);
+                }
+            }
+        }
+        hop
+    }
+
+    pub(crate) fn is_se(&self) -> bool {
+        self.role == HopRole::Se
+    }
+
+    /// Receive stage, for every parsed message: RE bookkeeping (the message's source for
+    /// the generator, arrivals and feed-forward per neighbour), SE feedback from a next
+    /// hop's response whose top Via is ours (`ours` tells by the branch). Returns the
+    /// summary with its source filled in.
+    pub(crate) fn on_arrival(
+        &mut self,
+        now: Time,
+        msg: &Message,
+        from: SocketAddr,
+        mut summary: MessageSummary,
+        ours: impl Fn(&[u8]) -> bool,
+    ) -> MessageSummary {
+        self.now = now;
+        match self.role {
+            HopRole::None => {}
+            HopRole::Re => {
+                let source = self.neighbours.get(&from).copied();
+                summary.source = source;
+                if msg.is_request() {
+                    let via = msg.top_via().ok();
+                    match source {
+                        Some(n) => {
+                            self.stats.neighbour_requests += 1;
+                            let ff = via
+                                .as_ref()
+                                .and_then(|v| v.param(FEED_FORWARD_PARAM))
+                                .map(Option::unwrap_or_default);
+                            let traits = traits_of(msg);
+                            if let (Some(server), Some(generator)) =
+                                (self.server.as_mut(), self.generator.as_mut())
+                            {
+                                if let Some(ff) = server.on_request(now, n, &traits, ff) {
+                                    generator.on_feed_forward(now, n, ff);
+                                }
+                            }
+                        }
+                        None => {
+                            if via.is_some_and(|v| v.param("oc").is_some()) {
+                                self.stats.unconfigured_requests += 1;
+                            }
+                        }
+                    }
+                }
+                if let Some(g) = self.generator.as_mut() {
+                    g.on_arrival(now, &summary);
+                }
+            }
+            HopRole::Se => {
+                if !msg.is_request() {
+                    self.on_next_hop_response(now, msg, from, ours);
+                }
+            }
+        }
+        summary
+    }
+
+    fn on_next_hop_response(
+        &mut self,
+        now: Time,
+        msg: &Message,
+        from: SocketAddr,
+        ours: impl Fn(&[u8]) -> bool,
+    ) {
+        let Ok(via) = msg.top_via() else {
+            return;
+        };
+        if via.param("oc").is_none() || !via.branch().is_some_and(&ours) {
+            return;
+        }
+        let Some(client) = self.clients.get_mut(&from) else {
+            if matches!(via.oc(), Ok(Some(Oc::Value(_))) | Err(_)) {
+                self.stats.feedback_unconfigured += 1;
+            }
+            return;
+        };
+        let algorithms = via.oc_algo();
+        let (Ok(oc), Ok(validity), Ok(seq)) = (via.oc(), via.oc_validity(), via.oc_seq()) else {
+            client.on_malformed();
+            return;
+        };
+        let response = OcResponse {
+            oc: match oc {
+                Some(Oc::Value(v)) => Some(u64::from(v)),
+                _ => None,
+            },
+            algorithm: algorithms.first().map(String::as_str),
+            validity_ms: validity.map(u64::from),
+            seq: seq.map(|s| OcSequence {
+                integer: s.integer,
+                micros: s.micros,
+            }),
+        };
+        client.on_response(now, &response);
+    }
+
+    /// SE, receive stage: whether the request (bound for `dest`) is reduced.
+    pub(crate) fn reduce(&mut self, now: Time, msg: &Message, dest: SocketAddr) -> bool {
+        let Some(client) = self.clients.get_mut(&dest) else {
+            return false;
+        };
+        client.admit(now, &traits_of(msg)) == OcVerdict::Reject
+    }
+
+    /// SE: the parameters declaring support, appended to the Via pushed on a request
+    /// forwarded to `dest`.
+    pub(crate) fn append_via(&mut self, now: Time, dest: SocketAddr, via: &mut Vec<u8>) {
+        let Some(client) = self.clients.get_mut(&dest) else {
+            return;
+        };
+        self.scratch.clear();
+        client.append_request_params(now, &mut self.scratch);
+        via.extend_from_slice(self.scratch.as_bytes());
+    }
+
+    pub(crate) fn on_queue(&mut self, now: Time, queue: QueueOccupancy) {
+        if let Some(g) = self.generator.as_mut() {
+            g.on_queue(now, queue);
+        }
+    }
+
+    pub(crate) fn on_processed(&mut self, now: Time, completion: &Completion) {
+        if let Some(g) = self.generator.as_mut() {
+            g.on_processed(now, completion);
+        }
+    }
+
+    pub(crate) fn handle_timeout(&mut self, now: Time) {
+        self.now = now;
+        if let Some(g) = self.generator.as_mut() {
+            if g.poll_timeout().is_some_and(|t| t <= now) {
+                g.handle_timeout(now);
+            }
+        }
+        for c in self.clients.values_mut() {
+            if c.poll_timeout().is_some_and(|t| t <= now) {
+                c.handle_timeout(now);
+            }
+        }
+    }
+
+    pub(crate) fn poll_timeout(&self) -> Option<Time> {
+        let g = self
+            .generator
+            .as_ref()
+            .and_then(FeedbackGenerator::poll_timeout);
+        self.clients
+            .values()
+            .filter_map(OcClient::poll_timeout)
+            .chain(g)
+            .min()
+    }
+
+    /// RE, output: stamps a response bound for a participating configured neighbour.
+    pub(crate) fn outgoing(&mut self, mut t: Transmit) -> Transmit {
+        if self.role != HopRole::Re || !t.payload.starts_with(b"SIP/2.0 ") {
+            return t;
+        }
+        let Some(&n) = self.neighbours.get(&t.to) else {
+            return t;
+        };
+        if let Some(stamped) = self.stamp(n, &t.payload) {
+            t.payload = stamped;
+        }
+        t
+    }
+
+    fn stamp(&mut self, n: NeighbourId, payload: &Bytes) -> Option<Bytes> {
+        let now = self.now;
+        let msg = Message::parse(payload.clone()).ok()?;
+        let via = msg.top_via().ok()?;
+        if !matches!(via.oc(), Ok(Some(_))) {
+            self.stats.responses_not_participating += 1;
+            return None;
+        }
+        let offered = via.oc_algo();
+        let (Some(server), Some(generator)) = (self.server.as_mut(), self.generator.as_mut())
+        else {
+            return None;
+        };
+        let feedback = generator.feedback_for(now, n);
+        let Some(params) = server.response_params(now, n, &offered, feedback) else {
+            self.stats.responses_without_feedback += 1;
+            return None;
+        };
+        let pairs = params.pairs();
+        let edits: Vec<(&str, Option<&str>)> =
+            pairs.iter().map(|(k, v)| (*k, Some(v.as_str()))).collect();
+        self.stats.responses_stamped += 1;
+        Some(edit::forward_response(
+            &msg,
+            &ResponseEdits {
+                pop_via: false,
+                top_via_params: &edits,
+            },
+        ))
+    }
+
+    pub(crate) fn stats(&self) -> HopStats {
+        let mut s = self.stats;
+        if let Some(server) = &self.server {
+            s.server = server.stats();
+        }
+        let mut total = OcClientStats::default();
+        for c in self.clients.values() {
+            sum_client_stats(&mut total, &c.stats());
+        }
+        s.client = total;
+        s
+    }
+}

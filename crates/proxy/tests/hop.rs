@@ -1,0 +1,215 @@
+//! Hop-by-hop overload control in the proxy core, with fabricated time: the RFC 7339
+//! parameters an SE declares and applies, and those an RE stamps, byte by byte.
+
+use std::fmt::Write as _;
+use std::net::SocketAddr;
+
+use bytes::Bytes;
+use sluice_proxy::{HopRole, ProxyConfig, ProxyCore, Transmit};
+use sluice_sip::Message;
+use sluice_time::Time;
+
+const PROXY: &str = "192.0.2.1:5060";
+const UAC: &str = "192.0.2.10:5062";
+const STRANGER: &str = "192.0.2.11:5062";
+const NEXT: &str = "192.0.2.20:5070";
+
+fn addr(s: &str) -> SocketAddr {
+    s.parse().unwrap()
+}
+
+fn step(core: &mut ProxyCore, now: Time, bytes: &[u8], from: &str) -> Vec<Transmit> {
+    core.handle_datagram(now, Bytes::copy_from_slice(bytes), addr(from));
+    core.handle_timeout(now);
+    std::iter::from_fn(|| core.poll_transmit()).collect()
+}
+
+fn text(t: &Transmit) -> &str {
+    std::str::from_utf8(&t.payload).unwrap()
+}
+
+fn invite(call: &str, from: &str, via_params: &str) -> String {
+    format!(
+        "INVITE sip:bob@192.0.2.1:5060 SIP/2.0\r\n\
+         Via: SIP/2.0/UDP {from};branch=z9hG4bK{call};rport{via_params}\r\n\
+         Max-Forwards: 70\r\n\
+         From: <sip:alice@192.0.2.10>;tag=a{call}\r\n\
+         To: <sip:bob@192.0.2.1>\r\n\
+         Call-ID: {call}\r\n\
+         CSeq: 1 INVITE\r\n\
+         Content-Length: 0\r\n\r\n"
+    )
+}
+
+/// A final response from the next hop to a forwarded request, its top Via edited by `via`.
+fn answer(forwarded: &Transmit, status: u16, via: impl Fn(&str) -> String) -> String {
+    let m = Message::parse(forwarded.payload.clone()).unwrap();
+    let mut out = format!("SIP/2.0 {status} Whatever\r\n");
+    let mut first = true;
+    for h in m.headers() {
+        let name = std::str::from_utf8(h.raw_name).unwrap();
+        let value = String::from_utf8_lossy(h.value);
+        if name.eq_ignore_ascii_case("Via") && first {
+            first = false;
+            let _ = write!(out, "Via: {}\r\n", via(&value));
+        } else if ["Via", "From", "Call-ID", "CSeq"]
+            .iter()
+            .any(|n| n.eq_ignore_ascii_case(name))
+        {
+            let _ = write!(out, "{name}: {value}\r\n");
+        } else if name.eq_ignore_ascii_case("To") {
+            let _ = write!(out, "To: {value};tag=b1\r\n");
+        }
+    }
+    out.push_str("Content-Length: 0\r\n\r\n");
+    out
+}
+
+fn se_config() -> ProxyConfig {
+    let mut c = ProxyConfig {
+        listen: addr(PROXY),
+        next_hop: Some(addr(NEXT)),
+        ..ProxyConfig::default()
+    };
+    c.overload.role = HopRole::Se;
+    c
+}
+
+#[test]
+fn se_declares_support_applies_loss_from_its_next_hop_only_and_rejects_new_sessions() {
+    let mut core = ProxyCore::new(&se_config(), addr(PROXY), Time::ZERO);
+    let out = step(&mut core, Time::ZERO, invite("c1", UAC, "").as_bytes(), UAC);
+    let fwd = out.iter().find(|t| t.to == addr(NEXT)).unwrap();
+    assert!(
+        text(fwd).starts_with(
+            "INVITE sip:bob@192.0.2.1:5060 SIP/2.0\r\n\
+             Via: SIP/2.0/UDP 192.0.2.1:5060;branch=z9hG4bKsl1;oc;oc-algo=\"loss,rate\"\r\n"
+        ),
+        "{}",
+        text(fwd)
+    );
+    let stamp = |v: &str| {
+        v.replace(
+            ";oc;oc-algo=\"loss,rate\"",
+            ";oc=100;oc-algo=\"loss\";oc-validity=5000;oc-seq=7.0",
+        )
+    };
+    // The same parameters from an address that is not the next hop are ignored.
+    let forged = answer(fwd, 180, stamp);
+    step(&mut core, Time::from_millis(1), forged.as_bytes(), STRANGER);
+    let s = core.stats(Time::from_millis(1));
+    assert_eq!((s.hop.client.applied, s.hop.feedback_unconfigured), (0, 1));
+    // From the next hop: applied; the relayed response carries none of it upstream.
+    let out = step(
+        &mut core,
+        Time::from_millis(2),
+        answer(fwd, 180, stamp).as_bytes(),
+        NEXT,
+    );
+    let relayed = out.iter().find(|t| t.to == addr(UAC)).unwrap();
+    assert!(!text(relayed).contains("oc"), "{}", text(relayed));
+    assert_eq!(core.stats(Time::from_millis(2)).hop.client.applied, 1);
+    // An older oc-seq is stale.
+    let old = |v: &str| {
+        v.replace(
+            ";oc;oc-algo=\"loss,rate\"",
+            ";oc=0;oc-algo=\"loss\";oc-validity=5000;oc-seq=6.0",
+        )
+    };
+    step(
+        &mut core,
+        Time::from_millis(3),
+        answer(fwd, 180, old).as_bytes(),
+        NEXT,
+    );
+    assert_eq!(core.stats(Time::from_millis(3)).hop.client.stale, 1);
+    // Loss 100 %: new sessions get 503 (no Retry-After) and nothing reaches the next hop.
+    let out = step(
+        &mut core,
+        Time::from_millis(4),
+        invite("c2", UAC, "").as_bytes(),
+        UAC,
+    );
+    assert!(out.iter().all(|t| t.to == addr(UAC)));
+    assert!(out.iter().any(|t| text(t).starts_with("SIP/2.0 503 ")));
+    assert!(out.iter().all(|t| !text(t).contains("Retry-After")));
+    assert_eq!(
+        core.stats(Time::from_millis(4)).hop.client.rejected_normal,
+        1
+    );
+    // Out-of-range values are ignored and counted.
+    let huge = |v: &str| {
+        v.replace(
+            ";oc;oc-algo=\"loss,rate\"",
+            ";oc=101;oc-algo=\"loss\";oc-validity=5000;oc-seq=8.0",
+        )
+    };
+    step(
+        &mut core,
+        Time::from_millis(5),
+        answer(fwd, 180, huge).as_bytes(),
+        NEXT,
+    );
+    assert_eq!(core.stats(Time::from_millis(5)).hop.client.out_of_range, 1);
+}
+
+#[test]
+fn re_stamps_responses_to_participating_neighbours_only() {
+    let mut cfg = se_config();
+    cfg.overload.role = HopRole::Re;
+    cfg.overload.neighbours = vec![addr(UAC)];
+    cfg.overload.control.algorithm = "rate-abs".parse().unwrap();
+    cfg.validate().unwrap();
+    let mut core = ProxyCore::new(&cfg, addr(PROXY), Time::ZERO);
+    let oc = ";oc;oc-algo=\"rate,loss\"";
+    let (mut stamped, mut stranger_stamped, mut plain_stamped) = (0, 0, 0);
+    for i in 0..300u64 {
+        let now = Time::from_millis(i * 10);
+        for (from, params, call) in [(UAC, oc, format!("n{i}")), (STRANGER, oc, format!("s{i}"))] {
+            let out = step(&mut core, now, invite(&call, from, params).as_bytes(), from);
+            let Some(fwd) = out.iter().find(|t| t.to == addr(NEXT)) else {
+                continue;
+            };
+            // The RE passes the SE's parameters on untouched in the request.
+            assert!(text(fwd).contains(oc));
+            let back = step(
+                &mut core,
+                now,
+                answer(fwd, 200, str::to_owned).as_bytes(),
+                NEXT,
+            );
+            for t in back {
+                let m = Message::parse(t.payload.clone()).unwrap();
+                let via = m.top_via().unwrap();
+                if via.param("oc-seq").is_some() {
+                    if t.to == addr(UAC) {
+                        assert_eq!(via.oc_algo(), vec!["rate".to_owned()]);
+                        assert_eq!(via.oc_validity(), Ok(Some(500)));
+                        assert!(matches!(via.oc(), Ok(Some(sluice_sip::Oc::Value(_)))));
+                        stamped += 1;
+                    } else {
+                        stranger_stamped += 1;
+                    }
+                }
+            }
+        }
+        // A neighbour that does not declare support gets nothing.
+        let call = format!("p{i}");
+        let out = step(&mut core, now, invite(&call, UAC, "").as_bytes(), UAC);
+        if let Some(fwd) = out.iter().find(|t| t.to == addr(NEXT)) {
+            let back = step(
+                &mut core,
+                now,
+                answer(fwd, 200, str::to_owned).as_bytes(),
+                NEXT,
+            );
+            plain_stamped += back.iter().filter(|t| text(t).contains("oc-seq")).count();
+        }
+    }
+    let s = core.stats(Time::from_secs(3));
+    assert!(stamped > 100, "stamped {stamped}, {:?}", s.hop);
+    assert_eq!(stranger_stamped, 0);
+    assert_eq!(plain_stamped, 0);
+    assert!(s.hop.unconfigured_requests >= 300);
+    assert!(s.hop.responses_not_participating >= 300);
+}
