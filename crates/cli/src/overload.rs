@@ -5,6 +5,26 @@
 //! proxy's capacity, one fixed-length run per point, and the results go into the same
 //! `summary.csv` columns as `sluice sim` and an SVG of goodput against `g_opt(r)`.
 //!
+//! ```text
+//! sluice bench overload [--loads 0.5,1,2,4] [--duration 20] [--variants none:fifo,pi,...]
+//!     [--capacity 300] [--beta 4] [--cost-other-us 0] [--experiment experiments/decicco-fig11-12.toml]
+//!     [--proxy-capacity 2000 --proxy-label kamailio-red --proxy-cmd "kamailio -f tests/kamailio/ratelimit.cfg \
+//!        -DD -E -m 1024 -n 1 -l udp:{listen} -A 'NEXT_HOP=\"sip:{next_hop}\"' -A 'RL_PIPE=\"0:RED:1500\"'"]
+//! sluice demo [--duration 8] [--beta 8]
+//! ```
+//!
+//! sluice's capacity is emulated (virtual processor time per message, see `sluice_proxy`),
+//! so its loads are exact multiples of it and the machine's load barely matters. A
+//! `--proxy-cmd` proxy runs at its native speed: its loads are multiples of the capacity
+//! given with `--proxy-capacity` (measure it first, e.g. `sluice bench proxy`), its goodput
+//! is normalised by that, and the UAC, UAS and proxy share the machine's cores, so its
+//! curve is comparable with sluice's only as a normalised curve.
+//!
+//! `β`, the cost of a forwarded call over a rejected one, bounds what any local control can
+//! do (`g_opt(r)`, De Cicco et al.). sluice's emulated `β` is set with `--beta`; its native
+//! one is measured on every run from the proxy thread's CPU time (least squares over the
+//! points of forwarded and rejected calls) and printed.
+//!
 //! Measurement window: each point runs `duration` seconds of arrivals; goodput, offered
 //! load and retransmissions are counted over the UAC's per-second rows after `warmup`
 //! (the controllers settle, and without control the queue needs time to fill and
@@ -43,9 +63,10 @@ const TARGET_CPU: f64 = 0.9;
 
 #[derive(Args, Debug, Clone)]
 pub struct OverloadArgs {
-    /// Offered loads, as multiples of the proxy's capacity.
-    #[arg(long, value_delimiter = ',', default_value = "0.5,1,2,4")]
-    pub loads: Vec<f64>,
+    /// Offered loads, as multiples of the proxy's capacity (default 0.5,1,2,4, or the
+    /// experiment's sweep with --experiment).
+    #[arg(long, value_delimiter = ',')]
+    pub loads: Option<Vec<f64>>,
     /// Seconds of arrivals per point.
     #[arg(long, default_value_t = 20.0)]
     pub duration: f64,
@@ -799,10 +820,11 @@ pub fn bench_overload(args: &OverloadArgs) -> Result<(), String> {
             "live-local".to_owned(),
             "Live local overload control, one proxy".to_owned(),
             variants,
-            args.loads.clone(),
+            vec![0.5, 1.0, 2.0, 4.0],
             args.beta,
         )
     };
+    let loads = args.loads.clone().unwrap_or(loads);
     if !args.proxy_cmd.is_empty() {
         let capacity = args.proxy_capacity.ok_or(
             "--proxy-cmd needs --proxy-capacity (calls/s; measure it with `sluice bench proxy`)",

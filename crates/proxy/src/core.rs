@@ -26,6 +26,7 @@ use sluice_txn::{
 };
 
 use crate::config::ProxyConfig;
+use crate::invites::{self, InviteMemory, Sighting};
 
 /// Every branch this proxy writes starts with this, so that a response or stray 2xx can be
 /// recognised as having passed through here (the magic cookie of §8.1.1.7 first).
@@ -113,6 +114,10 @@ pub struct CoreStats {
     pub dropped_invite_queue_full: u64,
     /// ACKs for the stateless rejection 503s, absorbed at the receive stage.
     pub absorbed_reject_acks: u64,
+    /// Retransmitted INVITEs of rejected calls, rejected again the same way.
+    pub rejected_repeats: u64,
+    /// Initial INVITEs seen again (retransmissions): never taken for new sessions.
+    pub repeated_invites: u64,
     /// Of `rejected_policy`, INVITEs the draining policy (`pi`) rejected as it took them
     /// from the INVITE queue (they were counted `admitted` on arrival).
     pub rejected_at_drain: u64,
@@ -195,6 +200,8 @@ struct Queued {
     reject: bool,
     /// A request with a To tag (inside a dialog), found once at the receive stage.
     to_tag: bool,
+    /// An initial INVITE's key in the INVITE memory, to remember a rejection.
+    invite_key: Option<u64>,
 }
 
 /// A proxied request: the server transaction it arrived on and the client transaction that
@@ -257,6 +264,8 @@ enum RouteError {
 pub struct ProxyCore {
     txn: TransactionLayer,
     admission: Policy,
+    /// Initial INVITEs seen, so retransmissions are not taken for new sessions.
+    invites: InviteMemory,
     /// Hop-by-hop overload control (RFC 7339), see `hop.rs`.
     hop: crate::hop::Hop,
     queue: VecDeque<Queued>,
@@ -371,6 +380,7 @@ impl ProxyCore {
                 ..TxnConfig::default()
             }),
             admission: Policy::Built(Box::new(config.admission.build(now))),
+            invites: InviteMemory::new(TxnConfig::default().t1_x64(), 1 << 20),
             hop: crate::hop::Hop::new(&config.overload, config.next_hop, now),
             queue: VecDeque::with_capacity(config.queue_capacity.min(1 << 16)),
             queue_capacity: config.queue_capacity,
@@ -449,9 +459,23 @@ impl ProxyCore {
             self.stats.absorbed_reject_acks += 1;
             return;
         }
+        // A retransmitted initial INVITE is not a new session: it must not be rejected while
+        // its original waits in the queue (and one whose call was rejected gets the same 503).
+        let invite_key = (msg.method() == Some(&Method::Invite) && !to_tag).then(|| {
+            invites::key(
+                msg.top_via_branch().unwrap_or_default(),
+                msg.header(HeaderName::CallId).unwrap_or_default(),
+            )
+        });
+        let sighting = invite_key.map_or(Sighting::First, |k| self.invites.sight(now, k));
+        if sighting != Sighting::First {
+            self.stats.repeated_invites += 1;
+        }
         let summary = match msg.method() {
             None => MessageSummary::response(None),
-            Some(Method::Invite) if !to_tag => MessageSummary::new_session(None),
+            Some(Method::Invite) if !to_tag && sighting == Sighting::First => {
+                MessageSummary::new_session(None)
+            }
             Some(Method::Invite) => MessageSummary::repeated_invite(None),
             Some(_) => MessageSummary::other_request(None),
         };
@@ -492,6 +516,13 @@ impl ProxyCore {
                 self.stats.rejected_policy += 1;
             }
         }
+        if sighting == Sighting::RepeatRejected {
+            reject = true;
+            self.stats.rejected_repeats += 1;
+        }
+        if let (true, Some(k)) = (reject, invite_key) {
+            self.invites.rejected(k);
+        }
         let to_invite_queue = self.split && summary.class == MessageClass::Invite && !reject;
         let full = |c: &Self| {
             if to_invite_queue {
@@ -522,6 +553,7 @@ impl ProxyCore {
             summary,
             reject,
             to_tag,
+            invite_key,
         };
         if to_invite_queue {
             self.occupancy_now.invites += 1;
@@ -792,6 +824,9 @@ impl ProxyCore {
             if reject && !q.reject {
                 self.stats.rejected_policy += 1;
                 self.stats.rejected_at_drain += 1;
+                if let Some(k) = q.invite_key {
+                    self.invites.rejected(k);
+                }
             }
             q.reject = reject;
             let cost = self.cost_of(&q);

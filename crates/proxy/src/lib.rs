@@ -141,6 +141,7 @@ mod admin;
 mod config;
 mod core;
 mod hop;
+mod invites;
 mod shell;
 
 pub use config::{AdmissionConfig, ConfigError, ProxyConfig, RouteRule};

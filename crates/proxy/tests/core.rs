@@ -851,3 +851,47 @@ fn rejections_are_stateless_and_their_ack_is_absorbed_at_the_receive_stage() {
     let s = core.stats(Time::from_millis(1));
     assert_eq!((s.absorbed_reject_acks, s.forwarded_acks), (1, 0));
 }
+
+#[test]
+fn a_retransmitted_invite_is_not_a_new_session_and_a_rejected_one_is_rejected_again() {
+    let mut cfg = config();
+    cfg.cost_forward_us = 10_000;
+    cfg.admission.policy = "threshold".parse().unwrap();
+    cfg.admission.threshold.high_watermark = 1;
+    cfg.admission.threshold.low_watermark = 0;
+    let mut core = core_with(&cfg);
+    // The first INVITE is admitted; with it queued the policy rejects new sessions.
+    core.handle_datagram(Time::ZERO, Bytes::from(invite("k1", 70)), addr(UAC));
+    core.handle_datagram(Time::ZERO, Bytes::from(invite("k2", 70)), addr(UAC));
+    // Their retransmissions: k1's is not rejected although the policy rejects; k2's gets
+    // k2's 503 again.
+    core.handle_datagram(
+        Time::from_millis(5),
+        Bytes::from(invite("k1", 70)),
+        addr(UAC),
+    );
+    core.handle_datagram(
+        Time::from_millis(5),
+        Bytes::from(invite("k2", 70)),
+        addr(UAC),
+    );
+    let s = core.stats(Time::from_millis(5));
+    assert_eq!(
+        (s.rejected_policy, s.rejected_repeats, s.repeated_invites),
+        (1, 1, 2)
+    );
+    core.handle_timeout(Time::from_secs(1));
+    let out = drain(&mut core);
+    let to_uac: Vec<u16> = only_to(&out, UAC).iter().map(|t| status_of(t)).collect();
+    assert_eq!(
+        to_uac.iter().filter(|&&c| c == 503).count(),
+        2,
+        "{to_uac:?}"
+    );
+    // k1 is forwarded once; its retransmission is absorbed by its transaction.
+    let invites = only_to(&out, UAS)
+        .iter()
+        .filter(|t| text(t).starts_with("INVITE "))
+        .count();
+    assert_eq!(invites, 1);
+}

@@ -1,0 +1,109 @@
+//! The receive stage's memory of initial INVITEs, so that a retransmission is not taken for
+//! a new session (the simulator's RE keeps the same memory). Without it, a retransmitted
+//! INVITE whose original still waits in the queue would be rejected as a new call and its
+//! caller would see a 503 for a call the proxy goes on to forward.
+
+use std::collections::{HashMap, VecDeque};
+use std::hash::{Hash, Hasher};
+use std::time::Duration;
+
+use sluice_time::Time;
+
+/// What the memory knows of an INVITE's branch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Sighting {
+    /// Not seen before (or the memory is full): a new session.
+    First,
+    /// Seen, and admitted (or not decided yet).
+    Repeat,
+    /// Seen, and rejected: answer the retransmission with the same stateless 503.
+    RepeatRejected,
+}
+
+/// Bounded: at most `limit` branches, each forgotten `ttl` (64·T1) after it was first
+/// seen, when no copy can still be in flight.
+#[derive(Debug)]
+pub(crate) struct InviteMemory {
+    seen: HashMap<u64, bool>,
+    order: VecDeque<(Time, u64)>,
+    ttl: Duration,
+    limit: usize,
+    /// INVITEs taken for new sessions unremembered because the memory was full.
+    pub full: u64,
+}
+
+/// The key of an INVITE: its top Via branch and Call-ID (the branch alone would do for
+/// RFC 3261 clients; the Call-ID guards against clients that reuse branches).
+pub(crate) fn key(branch: &[u8], call_id: &[u8]) -> u64 {
+    let mut h = std::hash::DefaultHasher::new();
+    branch.hash(&mut h);
+    call_id.hash(&mut h);
+    h.finish()
+}
+
+impl InviteMemory {
+    pub fn new(ttl: Duration, limit: usize) -> Self {
+        Self {
+            seen: HashMap::new(),
+            order: VecDeque::new(),
+            ttl,
+            limit,
+            full: 0,
+        }
+    }
+
+    pub fn sight(&mut self, now: Time, key: u64) -> Sighting {
+        while let Some(&(t, k)) = self.order.front() {
+            if t + self.ttl > now {
+                break;
+            }
+            self.order.pop_front();
+            self.seen.remove(&k);
+        }
+        match self.seen.get(&key) {
+            Some(true) => return Sighting::RepeatRejected,
+            Some(false) => return Sighting::Repeat,
+            None => {}
+        }
+        if self.seen.len() >= self.limit {
+            self.full += 1;
+            return Sighting::First;
+        }
+        self.seen.insert(key, false);
+        self.order.push_back((now, key));
+        Sighting::First
+    }
+
+    /// The INVITE of this key was answered 503 by the admission policy.
+    pub fn rejected(&mut self, key: u64) {
+        if let Some(r) = self.seen.get_mut(&key) {
+            *r = true;
+        }
+    }
+
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.seen.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn repeats_are_recognised_until_they_expire_and_the_memory_is_bounded() {
+        let mut m = InviteMemory::new(Duration::from_secs(32), 2);
+        assert_eq!(m.sight(Time::ZERO, 1), Sighting::First);
+        assert_eq!(m.sight(Time::from_millis(500), 1), Sighting::Repeat);
+        m.rejected(1);
+        assert_eq!(m.sight(Time::from_secs(1), 1), Sighting::RepeatRejected);
+        assert_eq!(m.sight(Time::from_secs(1), 2), Sighting::First);
+        // Full: a third branch is taken for new but not remembered.
+        assert_eq!(m.sight(Time::from_secs(1), 3), Sighting::First);
+        assert_eq!(m.sight(Time::from_secs(1), 3), Sighting::First);
+        assert_eq!((m.len(), m.full), (2, 2));
+        // 64·T1 later the first is forgotten.
+        assert_eq!(m.sight(Time::from_secs(32), 1), Sighting::First);
+    }
+}
