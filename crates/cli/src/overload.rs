@@ -920,24 +920,26 @@ pub fn demo(args: &DemoArgs) -> Result<(), String> {
         args.capacity, args.duration
     );
     // No control is the proxy as configured by default: one FIFO for every message.
-    let variants = vec![
+    let mut variants = vec![
         sluice_variant("none:fifo", args.capacity, 0, beta)?,
         sluice_variant("pi", args.capacity, 0, beta)?,
     ];
+    variants[0].label = "no control".into();
+    variants[1].label = "PI".into();
     let loads = [1.0, 2.0, 4.0];
     let warmup = (args.duration / 4.0).min(3.0);
     let points = sweep("demo", &variants, &loads, args.duration, warmup, 0.0)?;
     println!();
     println!(
-        "{:<6} {:>10} {:>12} {:>12} {:>16} {:>14}",
+        "{:<6} {:>11} {:>12} {:>12} {:>16} {:>14}",
         "load", "control", "goodput/s", "of capacity", "retransmissions", "setup p99 ms"
     );
     for x in loads {
         for p in points.iter().filter(|p| (p.x - x).abs() < 1e-9) {
             println!(
-                "{:<6} {:>10} {:>12.0} {:>11.0}% {:>16} {:>14}",
+                "{:<6} {:>11} {:>12.0} {:>11.0}% {:>16} {:>14}",
                 format!("{x}x"),
-                if p.variant == "pi" { "PI" } else { "none" },
+                p.variant,
                 p.goodput_cps,
                 p.goodput * 100.0,
                 p.uac_retransmissions_sent + p.uas_2xx_retransmissions,

@@ -105,7 +105,7 @@ fn demo_prints_its_table_and_writes_the_plot() {
         assert_eq!(
             stdout
                 .lines()
-                .filter(|l| l.starts_with(row) && (l.contains(" none ") || l.contains(" PI ")))
+                .filter(|l| l.starts_with(row) && (l.contains(" no control ") || l.contains(" PI ")))
                 .count(),
             2,
             "{stdout}"
