@@ -96,7 +96,7 @@ fn live(rate: f64, control: Option<(&str, OcAlgorithm)>) -> (f64, ProxyReport, P
         ..Stop::default()
     };
     run_uac(bind_udp(localhost0()).unwrap(), uac, &stop, |r| {
-        rows.push(r.clone());
+        rows.push(*r);
     })
     .unwrap();
     se_stop.shutdown();
