@@ -128,6 +128,37 @@
 //!   ACKs are identical) and 2xx responses that match no transaction (retransmissions; sent
 //!   along the next Via's `received`/`rport`).
 //!
+//! # Hop-by-hop overload control (`[overload]`, RFC 7339 / RFC 7415)
+//!
+//! ```toml
+//! [overload]                 # the receiving entity, in front of the capacity
+//! role = "re"
+//! neighbours = ["127.0.0.1:5061"]     # upstream SEs, IP:port; position = neighbour id
+//! [overload.control]                  # the simulator's control table
+//! algorithm = "rate-abs"              # win-disc | win-cont | win-auto | rate-abs | rate-occ
+//! ```
+//!
+//! ```toml
+//! [overload]                 # a sending entity
+//! role = "se"
+//! next_hops = []                      # default: next_hop
+//! [overload.client]
+//! algorithms = ["rate", "loss"]       # offered in oc-algo, preferred first; or "sluicewin"
+//! ```
+//!
+//! The RE drives Shen et al.'s feedback generator from the receive stage, the queue and
+//! the processor, and stamps `oc`, `oc-algo`, `oc-validity`, `oc-seq` on the top Via of
+//! every response leaving for a configured neighbour that declared `oc` (relayed ones, its
+//! own 100 and 503s, retransmissions: the stamp is applied at the output). Others get
+//! nothing, and their `oc` is counted. Its rejections carry no Retry-After (the config
+//! refuses `retry_after_s` with `role = "re"`). The SE offers every out-of-dialog request
+//! bound for a configured next hop to that hop's `sluice_control::overload::OcClient`
+//! at the receive stage (reduced: 503 at the rejection cost; in-dialog requests, ACK,
+//! CANCEL are exempt, priority ones go last), declares `;oc;oc-algo="…"` in the Via it
+//! pushes, and applies the parameters of its own Via in responses from that hop's
+//! address only. Counters: `CoreStats::hop`, `/metrics` `sluice_proxy_overload_*`. See
+//! `hop.rs`, and `tests/hop_loop.rs` / `tests/hop_live.rs` for the closed loop.
+//!
 //! # Not yet
 //!
 //! UDP only (no TCP/TLS), no DNS, one branch per request (no forking), RFC 3261's INVITE
