@@ -116,6 +116,10 @@ pub struct CoreStats {
     pub absorbed_reject_acks: u64,
     /// Retransmitted INVITEs of rejected calls, rejected again the same way.
     pub rejected_repeats: u64,
+    /// Retransmitted INVITEs dropped at the receive stage because their original still
+    /// waits in the INVITE queue (`invite_queue = true`): the copy would only cost the
+    /// processor, and the original's 100 Trying stops the retransmissions.
+    pub dropped_repeats_waiting: u64,
     /// Initial INVITEs seen again (retransmissions): never taken for new sessions.
     pub repeated_invites: u64,
     /// Of `rejected_policy`, INVITEs the draining policy (`pi`) rejected as it took them
@@ -471,6 +475,10 @@ impl ProxyCore {
         if sighting != Sighting::First {
             self.stats.repeated_invites += 1;
         }
+        if sighting == Sighting::RepeatWaiting && self.split {
+            self.stats.dropped_repeats_waiting += 1;
+            return;
+        }
         let summary = match msg.method() {
             None => MessageSummary::response(None),
             Some(Method::Invite) if !to_tag && sighting == Sighting::First => {
@@ -537,6 +545,9 @@ impl ProxyCore {
             self.run_processor(now);
             if full(self) {
                 self.stats.dropped_queue_full += 1;
+                if let (Some(k), Sighting::First) = (invite_key, sighting) {
+                    self.invites.forget(k);
+                }
                 if to_invite_queue {
                     self.stats.dropped_invite_queue_full += 1;
                 }
@@ -819,6 +830,9 @@ impl ProxyCore {
             let Some(mut q) = self.invite_queue.pop_front() else {
                 break;
             };
+            if let Some(k) = q.invite_key {
+                self.invites.taken(k);
+            }
             changed = true;
             self.occupancy_now.invites = self.occupancy_now.invites.saturating_sub(1);
             if reject && !q.reject {

@@ -14,17 +14,26 @@ use sluice_time::Time;
 pub(crate) enum Sighting {
     /// Not seen before (or the memory is full): a new session.
     First,
-    /// Seen, and admitted (or not decided yet).
+    /// Seen, and still waiting in the INVITE queue.
+    RepeatWaiting,
+    /// Seen, and taken by the processor (or not queued apart).
     Repeat,
     /// Seen, and rejected: answer the retransmission with the same stateless 503.
     RepeatRejected,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum State {
+    Waiting,
+    Taken,
+    Rejected,
 }
 
 /// Bounded: at most `limit` branches, each forgotten `ttl` (64·T1) after it was first
 /// seen, when no copy can still be in flight.
 #[derive(Debug)]
 pub(crate) struct InviteMemory {
-    seen: HashMap<u64, bool>,
+    seen: HashMap<u64, State>,
     order: VecDeque<(Time, u64)>,
     ttl: Duration,
     limit: usize,
@@ -61,15 +70,16 @@ impl InviteMemory {
             self.seen.remove(&k);
         }
         match self.seen.get(&key) {
-            Some(true) => return Sighting::RepeatRejected,
-            Some(false) => return Sighting::Repeat,
+            Some(State::Rejected) => return Sighting::RepeatRejected,
+            Some(State::Waiting) => return Sighting::RepeatWaiting,
+            Some(State::Taken) => return Sighting::Repeat,
             None => {}
         }
         if self.seen.len() >= self.limit {
             self.full += 1;
             return Sighting::First;
         }
-        self.seen.insert(key, false);
+        self.seen.insert(key, State::Waiting);
         self.order.push_back((now, key));
         Sighting::First
     }
@@ -77,8 +87,22 @@ impl InviteMemory {
     /// The INVITE of this key was answered 503 by the admission policy.
     pub fn rejected(&mut self, key: u64) {
         if let Some(r) = self.seen.get_mut(&key) {
-            *r = true;
+            *r = State::Rejected;
         }
+    }
+
+    /// The processor took the INVITE of this key (or it never waited in a queue).
+    pub fn taken(&mut self, key: u64) {
+        if let Some(r) = self.seen.get_mut(&key) {
+            if *r == State::Waiting {
+                *r = State::Taken;
+            }
+        }
+    }
+
+    /// The INVITE of this key was dropped unqueued: its retransmission is a first sight.
+    pub fn forget(&mut self, key: u64) {
+        self.seen.remove(&key);
     }
 
     #[cfg(test)]
@@ -95,7 +119,9 @@ mod tests {
     fn repeats_are_recognised_until_they_expire_and_the_memory_is_bounded() {
         let mut m = InviteMemory::new(Duration::from_secs(32), 2);
         assert_eq!(m.sight(Time::ZERO, 1), Sighting::First);
-        assert_eq!(m.sight(Time::from_millis(500), 1), Sighting::Repeat);
+        assert_eq!(m.sight(Time::from_millis(500), 1), Sighting::RepeatWaiting);
+        m.taken(1);
+        assert_eq!(m.sight(Time::from_millis(600), 1), Sighting::Repeat);
         m.rejected(1);
         assert_eq!(m.sight(Time::from_secs(1), 1), Sighting::RepeatRejected);
         assert_eq!(m.sight(Time::from_secs(1), 2), Sighting::First);
@@ -103,7 +129,9 @@ mod tests {
         assert_eq!(m.sight(Time::from_secs(1), 3), Sighting::First);
         assert_eq!(m.sight(Time::from_secs(1), 3), Sighting::First);
         assert_eq!((m.len(), m.full), (2, 2));
-        // 64·T1 later the first is forgotten.
+        // 64·T1 later the first is forgotten; a dropped one at once.
+        assert_eq!(m.sight(Time::from_secs(32), 1), Sighting::First);
+        m.forget(1);
         assert_eq!(m.sight(Time::from_secs(32), 1), Sighting::First);
     }
 }
