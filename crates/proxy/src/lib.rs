@@ -114,7 +114,11 @@
 //!
 //! * Receive stage: oversized datagrams and those `Message::parse` rejects are dropped and
 //!   counted (no Via to answer along). The admission policy sees every message; only new
-//!   sessions (INVITE without To tag) can be rejected.
+//!   sessions can be rejected: an INVITE without To tag whose branch and Call-ID were not
+//!   seen in the last 64*T1 (a bounded memory). A retransmission is never taken for a new
+//!   session; one of a rejected call gets the same stateless 503, and with the INVITE queue
+//!   one whose original still waits there is dropped (the copy would only cost processor
+//!   time, and the original's 100 Trying stops the retransmissions).
 //! * Processor: full validation of requests (`Message::validate`); an invalid request other
 //!   than ACK is answered 400 statelessly, an invalid ACK is dropped, both counted. Responses
 //!   are relayed on what the admission parse checked (Via branch, CSeq). Then the
