@@ -235,7 +235,7 @@ mod tests {
         warmup_s = 0
         sources = [{ name = "UAC" }]
         call = { holding_time_s = 0.5, callee_sends_trying = false, arrivals = "constant" }
-        re = { invite_queue = true, invite_cost_ms = 20.0, other_cost_ms = 0.0, beta = 3.75 }
+        re = { invite_queue = true, invite_cost_ms = 2.0, other_cost_ms = 0.0, beta = 3.75 }
         control = { algorithm = "pi" }
         [cost]
         loads = [2.0]
