@@ -394,8 +394,9 @@ fn proxy_command(
         .replace("{duration}", &format!("{duration:.0}")))
 }
 
-/// CPU seconds (user + system) of `pid` and its direct children, from /proc.
-fn process_tree_cpu(pid: u32) -> Option<f64> {
+/// CPU seconds (user + system) of `pid` and its direct children (e.g. Kamailio's workers),
+/// from /proc.
+pub(crate) fn process_tree_cpu(pid: u32) -> Option<f64> {
     let fields = |stat: &str| -> Option<(u32, u64)> {
         let rest = &stat[stat.rfind(')')? + 2..];
         let f: Vec<&str> = rest.split(' ').collect();

@@ -417,34 +417,6 @@ fn stop(running: &mut Running) -> Option<ProxyReport> {
     }
 }
 
-/// CPU seconds of `pid` and its direct children (Kamailio's workers), from /proc.
-fn process_tree_cpu(pid: u32) -> Option<f64> {
-    let fields = |stat: &str| -> Option<(u32, u64)> {
-        let rest = &stat[stat.rfind(')')? + 2..];
-        let f: Vec<&str> = rest.split(' ').collect();
-        let ppid = f.get(1)?.parse().ok()?;
-        let ticks = f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?;
-        Some((ppid, ticks))
-    };
-    let (_, own) = fields(&fs::read_to_string(format!("/proc/{pid}/stat")).ok()?)?;
-    let mut total = own;
-    for entry in fs::read_dir("/proc").ok()?.flatten() {
-        let name = entry.file_name();
-        let Some(name) = name
-            .to_str()
-            .filter(|n| n.bytes().all(|b| b.is_ascii_digit()))
-        else {
-            continue;
-        };
-        if let Ok(stat) = fs::read_to_string(format!("/proc/{name}/stat")) {
-            if fields(&stat).is_some_and(|(ppid, _)| ppid == pid) {
-                total += fields(&stat).map_or(0, |(_, t)| t);
-            }
-        }
-    }
-    Some(total as f64 / 100.0)
-}
-
 fn run_point(
     name: &str,
     v: &Variant,
@@ -485,7 +457,7 @@ fn run_point(
         }
     };
     let cpu0 = match &running {
-        Running::Command(c) => process_tree_cpu(c.id()),
+        Running::Command(c) => crate::load::process_tree_cpu(c.id()),
         Running::Sluice { .. } => None,
     };
     let wall0 = Instant::now();
@@ -505,7 +477,9 @@ fn run_point(
         Ok::<_, String>((run, rows))
     })();
     let cpu = match &running {
-        Running::Command(c) => process_tree_cpu(c.id()).zip(cpu0).map(|(b, a)| b - a),
+        Running::Command(c) => crate::load::process_tree_cpu(c.id())
+            .zip(cpu0)
+            .map(|(b, a)| b - a),
         Running::Sluice { .. } => None,
     };
     let wall = wall0.elapsed().as_secs_f64();
