@@ -11,6 +11,7 @@ mod plot;
 mod proxy;
 mod sim;
 mod sip;
+mod sipp;
 mod tune;
 
 #[derive(Parser, Debug)]

@@ -48,6 +48,7 @@ use sluice_load::{Hold, SecondRow, UacConfig, UasConfig};
 use sluice_proxy::{Proxy, ProxyConfig, ProxyReport, ShutdownHandle};
 
 use crate::plot::{self, Axes, Series};
+use crate::sipp::{CallerRun, SippUac};
 
 /// The sluice variants a sweep runs by default: every local control of the control crate.
 pub const ALL_VARIANTS: &str = "none:fifo,none,threshold,ohta,occ,red,pi,latency-bucket";
@@ -116,6 +117,22 @@ pub struct OverloadArgs {
     /// Output directory for summary.csv, points.jsonl, series.csv and the SVGs.
     #[arg(long, default_value = "overload-out")]
     pub out: PathBuf,
+    /// Who places the calls: sluice's UAC, SIPp (--sipp-scenario, measured the same way),
+    /// or both, one after the other at every point, with a table of how far they agree.
+    #[arg(long, value_enum, default_value_t = Caller::Sluice)]
+    pub generator: Caller,
+    /// SIPp's UAC scenario for --generator sipp|both: it must time setup as rtd 1 and split
+    /// it at 10 s (see the file).
+    #[arg(long, default_value = "tests/sipp/uac-setup.xml")]
+    pub sipp_scenario: PathBuf,
+}
+
+/// The calling side of a point.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Caller {
+    Sluice,
+    Sipp,
+    Both,
 }
 
 /// One proxy setting of a sweep.
@@ -228,6 +245,11 @@ fn set_costs(
 pub struct PointResult {
     pub experiment: String,
     pub variant: String,
+    /// Who placed the calls: `sluice` or `sipp`.
+    pub caller: &'static str,
+    /// The seconds (rows) counted.
+    #[serde(skip)]
+    pub window: std::ops::RangeInclusive<u64>,
     pub algorithm: String,
     pub x: f64,
     /// Offered calls/s over the window / capacity.
@@ -261,15 +283,51 @@ pub struct PointResult {
     pub rows: Vec<SecondRow>,
 }
 
-/// Runs every variant at every load, printing a line per point.
+/// Seconds of a point: arrivals, the uncounted start, and the hold between ACK and BYE.
+#[derive(Clone, Copy, Debug)]
+pub struct Timing {
+    pub duration: f64,
+    pub warmup: f64,
+    pub hold: f64,
+}
+
+/// The calling side of the points of a sweep.
+#[derive(Clone, Copy, Debug)]
+pub struct Callers<'a> {
+    pub caller: Caller,
+    /// SIPp's scenario, for `Caller::Sipp` and `Caller::Both`.
+    pub sipp_scenario: &'a Path,
+}
+
+impl Callers<'_> {
+    /// sluice's UAC alone.
+    pub fn sluice() -> Callers<'static> {
+        Callers {
+            caller: Caller::Sluice,
+            sipp_scenario: Path::new(""),
+        }
+    }
+
+    fn each(self) -> &'static [Caller] {
+        match self.caller {
+            Caller::Sluice => &[Caller::Sluice],
+            Caller::Sipp => &[Caller::Sipp],
+            Caller::Both => &[Caller::Sluice, Caller::Sipp],
+        }
+    }
+}
+
+/// Runs every variant at every load (with each caller), printing a line per point.
 pub fn sweep(
     name: &str,
     variants: &[Variant],
     loads: &[f64],
-    duration: f64,
-    warmup: f64,
-    hold: f64,
+    timing: Timing,
+    callers: Callers<'_>,
 ) -> Result<Vec<PointResult>, String> {
+    let Timing {
+        duration, warmup, ..
+    } = timing;
     if !(duration > 0.0 && duration.is_finite() && (0.0..duration).contains(&warmup)) {
         return Err("need --duration > 0 and 0 <= --warmup < --duration".into());
     }
@@ -292,22 +350,24 @@ pub fn sweep(
     let mut out = Vec::new();
     for v in variants {
         for &x in loads {
-            let p = run_point(name, v, x, duration, warmup, hold)?;
-            println!(
-                "{:<16} {:>5} {:>8.0} {:>8.1} {:>8.3} {:>8.3} {:>8.4} {:>9} {:>9} {:>6}",
-                p.variant,
-                p.x,
-                p.offered_load_measured * p.capacity_cps,
-                p.goodput_cps,
-                p.goodput,
-                p.reject_ratio,
-                p.retrans_ratio,
-                ms(p.setup_delay_p50_ms),
-                ms(p.setup_delay_p99_ms),
-                p.occupancy
-                    .map_or("-".into(), |o| format!("{:.0}%", o * 100.0)),
-            );
-            out.push(p);
+            for &caller in callers.each() {
+                let p = run_point(name, v, x, timing, caller, callers.sipp_scenario)?;
+                println!(
+                    "{:<16} {:>5} {:>8.0} {:>8.1} {:>8.3} {:>8.3} {:>8.4} {:>9} {:>9} {:>6}",
+                    p.variant,
+                    p.x,
+                    p.offered_load_measured * p.capacity_cps,
+                    p.goodput_cps,
+                    p.goodput,
+                    p.reject_ratio,
+                    p.retrans_ratio,
+                    ms(p.setup_delay_p50_ms),
+                    ms(p.setup_delay_p99_ms),
+                    p.occupancy
+                        .map_or("-".into(), |o| format!("{:.0}%", o * 100.0)),
+                );
+                out.push(p);
+            }
         }
     }
     Ok(out)
@@ -421,10 +481,15 @@ fn run_point(
     name: &str,
     v: &Variant,
     x: f64,
-    duration: f64,
-    warmup: f64,
-    hold: f64,
+    timing: Timing,
+    caller: Caller,
+    sipp_scenario: &Path,
 ) -> Result<PointResult, String> {
+    let Timing {
+        duration,
+        warmup,
+        hold,
+    } = timing;
     let capacity = v.capacity();
     if !capacity.is_finite() {
         return Err(format!("{}: no emulated capacity", v.label));
@@ -461,21 +526,18 @@ fn run_point(
         Running::Sluice { .. } => None,
     };
     let wall0 = Instant::now();
-    let uac = (|| {
-        let socket =
-            shell::bind_udp(SocketAddr::from(([127, 0, 0, 1], 0))).map_err(|e| e.to_string())?;
-        let local = socket.local_addr().map_err(|e| e.to_string())?;
-        let mut cfg = UacConfig::new(local, proxy_addr, rate);
-        cfg.duration = Some(Duration::from_secs_f64(duration));
-        cfg.hold = Hold::Constant(Duration::from_secs_f64(hold.max(0.0)));
-        cfg.drain_timeout = Duration::from_secs_f64(drain);
-        cfg.max_in_progress = 1_000_000;
-        cfg.run_token = u64::from(std::process::id()) << 16 ^ (x * 1000.0) as u64;
-        let mut rows = Vec::new();
-        let run = shell::run_uac(socket, cfg, &Stop::default(), |r| rows.push(*r))
-            .map_err(|e| format!("uac: {e}"))?;
-        Ok::<_, String>((run, rows))
-    })();
+    let uac = match caller {
+        Caller::Sipp => SippUac {
+            scenario: sipp_scenario,
+            target: proxy_addr,
+            rate,
+            duration,
+            hold,
+            budget: duration + drain + 30.0,
+        }
+        .run(),
+        _ => sluice_uac(proxy_addr, rate, duration, hold, drain, x),
+    };
     let cpu = match &running {
         Running::Command(c) => crate::load::process_tree_cpu(c.id())
             .zip(cpu0)
@@ -496,7 +558,8 @@ fn run_point(
         .join()
         .map_err(|_| "uas thread panicked".to_owned())?
         .map_err(|e| format!("uas: {e}"))?;
-    let (uac, rows) = uac?;
+    let uac = uac?;
+    let rows = uac.rows;
 
     // The window: rows (seconds) after the warm-up, up to the end of arrivals.
     let first = warmup.ceil() as u64 + 1;
@@ -513,11 +576,10 @@ fn run_point(
         .iter()
         .map(|r| r.counts.retransmissions_sent.total())
         .sum();
-    let s = &uac.summary;
     // Messages that reached the proxy: what the UAC and the UAS sent. The UAS's own
     // retransmissions are counted over the whole point (its counters are not per second).
-    let point_fraction = secs / s.duration_s.max(1e-9);
-    let sent_window = (s.messages_sent + uas.summary.messages_sent) as f64 * point_fraction;
+    let point_fraction = secs / uac.duration_s.max(1e-9);
+    let sent_window = (uac.messages_sent + uas.summary.messages_sent) as f64 * point_fraction;
     let uas_retrans = uas.summary.retransmissions_sent as f64 * point_fraction;
     let retrans_ratio = if sent_window > 0.0 {
         (retrans as f64 + uas_retrans) / sent_window
@@ -530,7 +592,15 @@ fn run_point(
     };
     Ok(PointResult {
         experiment: name.to_owned(),
-        variant: v.label.clone(),
+        variant: match caller {
+            Caller::Sipp => format!("{} (SIPp)", v.label),
+            _ => v.label.clone(),
+        },
+        caller: match caller {
+            Caller::Sipp => "sipp",
+            _ => "sluice",
+        },
+        window: first..=last,
         algorithm: v.algorithm(),
         x,
         offered_load_measured: offered as f64 / secs / capacity,
@@ -538,8 +608,8 @@ fn run_point(
         goodput: good as f64 / secs / capacity,
         goodput_cps: good as f64 / secs,
         retrans_ratio,
-        setup_delay_p50_ms: s.setup.p50_ms,
-        setup_delay_p99_ms: s.setup.p99_ms,
+        setup_delay_p50_ms: uac.setup_p50_ms,
+        setup_delay_p99_ms: uac.setup_p99_ms,
         occupancy,
         reject_ratio: if offered > 0 {
             rejected as f64 / offered as f64
@@ -549,13 +619,46 @@ fn run_point(
         calls_offered: offered,
         calls_good: good,
         proxy_dropped: report.as_ref().map(|r| r.stats.dropped_queue_full),
-        uac_retransmissions_sent: s.retransmissions_sent,
-        uac_retransmissions_received: s.retransmissions_received,
+        uac_retransmissions_sent: uac.retransmissions_sent,
+        uac_retransmissions_received: uac.retransmissions_received,
         uas_2xx_retransmissions: uas.summary.retransmissions_sent,
         forwarded_calls: report.as_ref().map(|_| uas.summary.invites),
         rejected_calls: report.as_ref().map(|r| r.stats.rejected_policy),
         proxy_cpu_s: report.as_ref().and(proxy_cpu),
         rows,
+    })
+}
+
+/// `sluice load uac` at `rate` through `target` for one point, as a [`CallerRun`].
+fn sluice_uac(
+    target: SocketAddr,
+    rate: f64,
+    duration: f64,
+    hold: f64,
+    drain: f64,
+    x: f64,
+) -> Result<CallerRun, String> {
+    let socket =
+        shell::bind_udp(SocketAddr::from(([127, 0, 0, 1], 0))).map_err(|e| e.to_string())?;
+    let local = socket.local_addr().map_err(|e| e.to_string())?;
+    let mut cfg = UacConfig::new(local, target, rate);
+    cfg.duration = Some(Duration::from_secs_f64(duration));
+    cfg.hold = Hold::Constant(Duration::from_secs_f64(hold.max(0.0)));
+    cfg.drain_timeout = Duration::from_secs_f64(drain);
+    cfg.max_in_progress = 1_000_000;
+    cfg.run_token = u64::from(std::process::id()) << 16 ^ (x * 1000.0) as u64;
+    let mut rows = Vec::new();
+    let run = shell::run_uac(socket, cfg, &Stop::default(), |r| rows.push(*r))
+        .map_err(|e| format!("uac: {e}"))?;
+    let s = &run.summary;
+    Ok(CallerRun {
+        rows,
+        duration_s: s.duration_s,
+        messages_sent: s.messages_sent,
+        retransmissions_sent: s.retransmissions_sent,
+        retransmissions_received: s.retransmissions_received,
+        setup_p50_ms: s.setup.p50_ms,
+        setup_p99_ms: s.setup.p99_ms,
     })
 }
 
@@ -842,8 +945,20 @@ pub fn bench_overload(args: &OverloadArgs) -> Result<(), String> {
     }
     let warmup = args.warmup.unwrap_or(args.duration / 4.0);
     let started = Instant::now();
-    let points = sweep(&name, &variants, &loads, args.duration, warmup, args.hold)?;
+    let timing = Timing {
+        duration: args.duration,
+        warmup,
+        hold: args.hold,
+    };
+    let callers = Callers {
+        caller: args.generator,
+        sipp_scenario: &args.sipp_scenario,
+    };
+    let points = sweep(&name, &variants, &loads, timing, callers)?;
     report_beta(&points, beta);
+    if args.generator == Caller::Both {
+        print_agreement(&points);
+    }
     write_outputs(&args.out, &name, &title, &points, Some(beta))?;
     println!(
         "{} points in {:.0} s; {} written (summary.csv, points.jsonl, series.csv, {}.svg)",
@@ -853,6 +968,57 @@ pub fn bench_overload(args: &OverloadArgs) -> Result<(), String> {
         file_stem(&name)
     );
     Ok(())
+}
+
+/// sluice's UAC against SIPp at each point both ran: goodput and the UAC's retransmissions
+/// per offered call, with the differences.
+fn print_agreement(points: &[PointResult]) {
+    println!(
+        "\nsluice load against SIPp, same proxy and load (goodput normalised; retransmissions per offered call):"
+    );
+    println!(
+        "{:<16} {:>5} {:>10} {:>10} {:>8} {:>9} {:>12} {:>12} {:>9}",
+        "variant", "x", "goodput", "SIPp", "diff", "rel diff", "retrans/call", "SIPp", "rel diff"
+    );
+    let per_call = |p: &PointResult| {
+        let retrans: u64 = p
+            .rows
+            .iter()
+            .filter(|r| p.window.contains(&r.second))
+            .map(|r| r.counts.retransmissions_sent.total())
+            .sum();
+        retrans as f64 / p.calls_offered.max(1) as f64
+    };
+    let rel = |a: f64, b: f64| {
+        let scale = a.abs().max(b.abs());
+        if scale > 0.0 {
+            (a - b).abs() / scale
+        } else {
+            0.0
+        }
+    };
+    for p in points.iter().filter(|p| p.caller == "sluice") {
+        let Some(q) = points.iter().find(|q| {
+            q.caller == "sipp"
+                && (q.x - p.x).abs() < 1e-9
+                && q.variant == format!("{} (SIPp)", p.variant)
+        }) else {
+            continue;
+        };
+        let (r1, r2) = (per_call(p), per_call(q));
+        println!(
+            "{:<16} {:>5} {:>10.3} {:>10.3} {:>8.3} {:>8.1}% {:>12.3} {:>12.3} {:>8.1}%",
+            p.variant,
+            p.x,
+            p.goodput,
+            q.goodput,
+            p.goodput - q.goodput,
+            rel(p.goodput, q.goodput) * 100.0,
+            r1,
+            r2,
+            rel(r1, r2) * 100.0,
+        );
+    }
 }
 
 fn report_beta(points: &[PointResult], beta: f64) {
@@ -904,7 +1070,12 @@ pub fn demo(args: &DemoArgs) -> Result<(), String> {
     variants[1].label = "PI".into();
     let loads = [1.0, 2.0, 4.0];
     let warmup = (args.duration / 4.0).min(3.0);
-    let points = sweep("demo", &variants, &loads, args.duration, warmup, 0.0)?;
+    let timing = Timing {
+        duration: args.duration,
+        warmup,
+        hold: 0.0,
+    };
+    let points = sweep("demo", &variants, &loads, timing, Callers::sluice())?;
     println!();
     println!(
         "{:<6} {:>11} {:>12} {:>12} {:>16} {:>14}",
