@@ -5,6 +5,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 mod bench;
+mod hop_bench;
 mod load;
 mod overload;
 mod plot;

@@ -125,6 +125,15 @@ pub struct OverloadArgs {
     /// it at 10 s (see the file).
     #[arg(long, default_value = "tests/sipp/uac-setup.xml")]
     pub sipp_scenario: PathBuf,
+    /// Hop-by-hop topology (see `hop_bench`): this many UACs, each calling through its own
+    /// SE, into one RE with the emulated capacity. Default 3 when --variants or
+    /// --experiment are hop-by-hop (e.g. `rate-abs/rate`, `win-disc`).
+    #[arg(long)]
+    pub ses: Option<usize>,
+    /// Topology with --experiment: simulated seconds per point of the simulator's run of
+    /// the same experiment (the first fifth is warm-up).
+    #[arg(long, default_value_t = 100.0)]
+    pub sim_duration: f64,
 }
 
 /// The calling side of a point.
@@ -281,6 +290,9 @@ pub struct PointResult {
     pub proxy_cpu_s: Option<f64>,
     #[serde(skip)]
     pub rows: Vec<SecondRow>,
+    /// Topology runs: each source's own rows (`rows` is their sum per second).
+    #[serde(skip)]
+    pub per_source: Vec<(String, Vec<SecondRow>)>,
 }
 
 /// Seconds of a point: arrivals, the uncounted start, and the hold between ACK and BYE.
@@ -373,12 +385,12 @@ pub fn sweep(
     Ok(out)
 }
 
-fn ms(v: Option<f64>) -> String {
+pub(crate) fn ms(v: Option<f64>) -> String {
     v.map_or_else(|| "-".into(), |v| format!("{v:.1}"))
 }
 
 /// A proxy running for one point.
-enum Running {
+pub(crate) enum Running {
     Sluice {
         stop: ShutdownHandle,
         /// The report, and the CPU seconds the proxy's thread used.
@@ -387,12 +399,28 @@ enum Running {
     Command(std::process::Child),
 }
 
-fn start_sluice(
-    mut config: ProxyConfig,
+pub(crate) fn start_sluice(
+    config: ProxyConfig,
     next_hop: SocketAddr,
     budget_s: f64,
 ) -> Result<(SocketAddr, Running), String> {
-    config.listen = SocketAddr::from(([127, 0, 0, 1], 0));
+    start_sluice_on(
+        config,
+        SocketAddr::from(([127, 0, 0, 1], 0)),
+        next_hop,
+        budget_s,
+    )
+}
+
+/// [`start_sluice`] on a given address (the topology's SEs, whose addresses the RE must
+/// know first).
+pub(crate) fn start_sluice_on(
+    mut config: ProxyConfig,
+    listen: SocketAddr,
+    next_hop: SocketAddr,
+    budget_s: f64,
+) -> Result<(SocketAddr, Running), String> {
+    config.listen = listen;
     config.next_hop = Some(next_hop);
     // Stops by itself even if this process never asks it to.
     config.duration_s = Some(budget_s);
@@ -449,7 +477,7 @@ fn start_command(
 }
 
 /// Stops a proxy; sluice's report comes back.
-fn stop(running: &mut Running) -> Option<ProxyReport> {
+pub(crate) fn stop(running: &mut Running) -> Option<ProxyReport> {
     match running {
         Running::Sluice { stop, .. } => {
             stop.shutdown();
@@ -477,6 +505,25 @@ fn stop(running: &mut Running) -> Option<ProxyReport> {
     }
 }
 
+/// The UAS of one point (its counters are the point's): its address, the flag that stops
+/// it, and its thread. It stops by itself 120 s after `duration` in any case.
+pub(crate) fn start_uas(duration: f64) -> Result<(SocketAddr, Arc<AtomicBool>, UasThread), String> {
+    let uas_socket =
+        shell::bind_udp(SocketAddr::from(([127, 0, 0, 1], 0))).map_err(|e| e.to_string())?;
+    let uas_addr = uas_socket.local_addr().map_err(|e| e.to_string())?;
+    let uas_flag = Arc::new(AtomicBool::new(false));
+    let uas_stop = Stop {
+        after: Some(Duration::from_secs_f64(duration + 120.0)),
+        flag: Some(uas_flag.clone()),
+    };
+    let uas =
+        std::thread::spawn(move || shell::run_uas(uas_socket, UasConfig::new(uas_addr), &uas_stop));
+    Ok((uas_addr, uas_flag, uas))
+}
+
+pub(crate) type UasThread =
+    std::thread::JoinHandle<std::io::Result<shell::Run<sluice_load::UasCounts>>>;
+
 fn run_point(
     name: &str,
     v: &Variant,
@@ -495,17 +542,7 @@ fn run_point(
         return Err(format!("{}: no emulated capacity", v.label));
     }
     let rate = x * capacity;
-    // UAS for this point only, so its counters are the point's.
-    let uas_socket =
-        shell::bind_udp(SocketAddr::from(([127, 0, 0, 1], 0))).map_err(|e| e.to_string())?;
-    let uas_addr = uas_socket.local_addr().map_err(|e| e.to_string())?;
-    let uas_flag = Arc::new(AtomicBool::new(false));
-    let uas_stop = Stop {
-        after: Some(Duration::from_secs_f64(duration + 120.0)),
-        flag: Some(uas_flag.clone()),
-    };
-    let uas =
-        std::thread::spawn(move || shell::run_uas(uas_socket, UasConfig::new(uas_addr), &uas_stop));
+    let (uas_addr, uas_flag, uas) = start_uas(duration)?;
     // Calls still in progress after the arrivals get this long; the window is over by then.
     let drain = 2.0;
     let budget = duration + drain + 30.0;
@@ -626,6 +663,7 @@ fn run_point(
         rejected_calls: report.as_ref().map(|r| r.stats.rejected_policy),
         proxy_cpu_s: report.as_ref().and(proxy_cpu),
         rows,
+        per_source: Vec::new(),
     })
 }
 
@@ -647,6 +685,14 @@ fn sluice_uac(
     cfg.drain_timeout = Duration::from_secs_f64(drain);
     cfg.max_in_progress = 1_000_000;
     cfg.run_token = u64::from(std::process::id()) << 16 ^ (x * 1000.0) as u64;
+    run_sluice_uac(socket, cfg)
+}
+
+/// Runs sluice's UAC on `socket` (bound to `cfg.local`) until it is done, as a [`CallerRun`].
+pub(crate) fn run_sluice_uac(
+    socket: std::net::UdpSocket,
+    cfg: UacConfig,
+) -> Result<CallerRun, String> {
     let mut rows = Vec::new();
     let run = shell::run_uac(socket, cfg, &Stop::default(), |r| rows.push(*r))
         .map_err(|e| format!("uac: {e}"))?;
@@ -688,7 +734,7 @@ pub fn native_beta(points: &[PointResult]) -> Option<(f64, f64, f64)> {
     (a > 0.0 && b > 0.0).then(|| (a * 1e6, b * 1e6, a / b))
 }
 
-fn csv_field(s: &str) -> String {
+pub(crate) fn csv_field(s: &str) -> String {
     if s.contains([',', '"', '\n']) {
         format!("\"{}\"", s.replace('"', "\"\""))
     } else {
@@ -696,12 +742,13 @@ fn csv_field(s: &str) -> String {
     }
 }
 
-fn write(path: &Path, text: &str) -> Result<(), String> {
+pub(crate) fn write(path: &Path, text: &str) -> Result<(), String> {
     fs::write(path, text).map_err(|e| format!("{}: {e}", path.display()))
 }
 
 /// summary.csv (the columns of `sluice sim`, then live-only ones), points.jsonl,
-/// series.csv (per point and second, the UAC's row) and the goodput SVG.
+/// series.csv (per point, source and second, the caller's row: `sluice` or `sipp`, or in a
+/// topology each UAC's) and the goodput SVG.
 pub fn write_outputs(
     out: &Path,
     name: &str,
@@ -741,15 +788,30 @@ pub fn write_outputs(
     }
     write(&out.join("summary.csv"), &csv)?;
     let mut jsonl = String::new();
-    let mut series = format!("variant,x,{}\n", SecondRow::CSV_HEADER);
+    let mut series = format!("variant,x,source,{}\n", SecondRow::CSV_HEADER);
     for p in points {
         let _ = writeln!(
             jsonl,
             "{}",
             serde_json::to_string(p).map_err(|e| e.to_string())?
         );
-        for r in &p.rows {
-            let _ = writeln!(series, "{},{},{}", csv_field(&p.variant), p.x, r.csv());
+        let whole = [(p.caller.to_owned(), p.rows.clone())];
+        let sources = if p.per_source.is_empty() {
+            &whole[..]
+        } else {
+            &p.per_source[..]
+        };
+        for (source, rows) in sources {
+            for r in rows {
+                let _ = writeln!(
+                    series,
+                    "{},{},{},{}",
+                    csv_field(&p.variant),
+                    p.x,
+                    csv_field(source),
+                    r.csv()
+                );
+            }
         }
     }
     write(&out.join("points.jsonl"), &jsonl)?;
@@ -809,7 +871,7 @@ pub fn write_outputs(
     )
 }
 
-fn file_stem(label: &str) -> String {
+pub(crate) fn file_stem(label: &str) -> String {
     label
         .chars()
         .map(|c| {
@@ -824,6 +886,22 @@ fn file_stem(label: &str) -> String {
 
 /// A sweep to run: name, title, variants, loads and the `β` of the `g_opt` curve.
 type Plan = (String, String, Vec<Variant>, Vec<f64>, f64);
+
+/// A simulator scenario's local control (policy and parameters) and its RE's queues, on
+/// the proxy's config.
+pub(crate) fn apply_local_control(c: &mut ProxyConfig, sc: &sluice_sim::Scenario) {
+    let ctl = &sc.control;
+    c.admission.policy = ctl.algorithm;
+    c.admission.threshold = ctl.threshold.clone();
+    c.admission.ohta = ctl.ohta.clone();
+    c.admission.occ = ctl.occ.clone();
+    c.admission.red = ctl.red.clone();
+    c.admission.pi = ctl.pi.clone();
+    c.admission.latency_bucket = ctl.latency_bucket.clone();
+    c.invite_queue = sc.re.invite_queue || ctl.algorithm.drains_invite_queue();
+    c.invite_queue_capacity = sc.re.invite_queue_capacity as usize;
+    c.queue_capacity = sc.re.queue_capacity as usize;
+}
 
 /// The variants and loads of a simulator experiment, mapped onto the proxy.
 fn from_experiment(path: &Path, args: &OverloadArgs) -> Result<Plan, String> {
@@ -850,16 +928,7 @@ fn from_experiment(path: &Path, args: &OverloadArgs) -> Result<Plan, String> {
             continue;
         }
         let mut c = ProxyConfig::default();
-        c.admission.policy = ctl.algorithm;
-        c.admission.threshold = ctl.threshold.clone();
-        c.admission.ohta = ctl.ohta.clone();
-        c.admission.occ = ctl.occ.clone();
-        c.admission.red = ctl.red.clone();
-        c.admission.pi = ctl.pi.clone();
-        c.admission.latency_bucket = ctl.latency_bucket.clone();
-        c.invite_queue = sc.re.invite_queue || ctl.algorithm.drains_invite_queue();
-        c.invite_queue_capacity = sc.re.invite_queue_capacity as usize;
-        c.queue_capacity = sc.re.queue_capacity as usize;
+        apply_local_control(&mut c, sc);
         // The experiment's costs set the ratios (other/INVITE, β); --capacity sets the scale.
         let b = sc.effective_beta();
         let invite_s = sc.re.invite_cost_s();
@@ -883,6 +952,9 @@ fn from_experiment(path: &Path, args: &OverloadArgs) -> Result<Plan, String> {
 }
 
 pub fn bench_overload(args: &OverloadArgs) -> Result<(), String> {
+    if crate::hop_bench::is_topology(args)? {
+        return crate::hop_bench::bench(args);
+    }
     let (name, title, mut variants, loads, beta) = if let Some(path) = &args.experiment {
         from_experiment(path, args)?
     } else {

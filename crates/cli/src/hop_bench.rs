@@ -1,0 +1,795 @@
+//! `sluice bench overload` in topology mode: Shen et al.'s hop-by-hop setting on loopback
+//! sockets. N sluice UACs each call through their own sluice proxy as SE (role `se`,
+//! native speed, next hop the RE) into one sluice proxy as RE (role `re`, emulated
+//! capacity, neighbours = the SEs' addresses) in front of one sluice UAS:
+//!
+//! ```text
+//! UAC 1 -> SE 1 \
+//! UAC 2 -> SE 2 -> RE (emulated capacity, feedback) -> UAS
+//! UAC 3 -> SE 3 /
+//! ```
+//!
+//! ```text
+//! sluice bench overload --ses 3 [--variants none,rate-abs/rate,rate-abs/loss,win-disc,win-cont,win-auto]
+//!     [--capacity 300] [--loads 1,2,4,8,10] [--duration 20 --warmup 5]
+//! sluice bench overload --experiment experiments/shen2008-fig21.toml [--loads 1,2,4,8,10] [--sim-duration 100]
+//! ```
+//!
+//! A variant is `ALGORITHM[/WIRE]`: the RE's feedback algorithm (win-disc, win-cont,
+//! win-auto, rate-abs, rate-occ) and what carries it to the SEs (`rate`: RFC 7415,
+//! `loss`: RFC 7339, `sluicewin`: the window extension; default `rate` for rate-abs,
+//! `loss` for rate-occ, `sluicewin` for windows), or `none` (no feedback: the RE drops at
+//! its full queue), or a local control run at the RE (threshold, occ, ...). Topology mode
+//! is on with `--ses`, with such variants, or with an experiment that has a feedback
+//! variant.
+//!
+//! Cost model: Shen et al.'s, scaled. Every variant is a simulator scenario (the defaults
+//! of `sluice_sim::Scenario`, or the experiment's), scaled to `--capacity` calls/s: the
+//! RE's per-message costs are divided by `capacity / scenario capacity` and its queue
+//! multiplied by it, so the queue holds the same *time* of work (500 messages at 2 ms = 1 s
+//! in the paper; 2100 at 476 us here). That is what makes the RE collapse without control:
+//! retransmission timers (T1 = 500 ms) fire against a queue that delays rather than drops.
+//! Every message costs the same (7 per call: INVITE, 100, 180, 200, ACK, BYE, 200), a 503
+//! one sixth of a message. Feedback parameters are in milliseconds and stay as they are.
+//!
+//! Offered load is split over the UACs by the sources' shares (equal by default). Arrivals
+//! follow the scenario's process (Poisson, as the paper's callers). Goodput counts calls
+//! whose ACK went out within 10 s of the INVITE, over all UACs, in the seconds after the
+//! warm-up, normalised by the RE's emulated capacity. Setup delays are each UAC's
+//! percentile over the whole point, the largest over the UACs. The retransmission ratio
+//! and occupancy are the RE's: retransmissions it saw / datagrams it received, and its
+//! emulated processor's busy fraction, over the whole point. UAS 2xx retransmissions are
+//! 200 OKs to INVITE the UAS had to resend (an ACK late or lost). series.csv has one row
+//! per UAC (source `UA1`, ...) and second.
+//!
+//! With `--experiment`, after the live sweep the same experiment runs in the simulator,
+//! scaled to the same capacity (the live mapping above, so both run one configuration),
+//! with the live call holding time, `--sim-duration` seconds a point; `live-vs-sim.svg`
+//! draws both curves, and `comparison.csv` and the printed table give |live - sim| per
+//! point against a tolerance of 0.1.
+
+use std::fmt::Write as _;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use sluice_control::overload::OcAlgorithm;
+use sluice_control::{Algorithm, ControlConfig};
+use sluice_load::shell;
+use sluice_load::{Counts, Hold, SecondRow, Spacing, UacConfig};
+use sluice_proxy::{HopRole, ProxyConfig, ProxyReport};
+use sluice_sim::experiment::{Experiment, Kind, Overrides};
+use sluice_sim::{ArrivalProcess, RunReport, Scenario, SourceConfig};
+
+use crate::overload::{self, OverloadArgs, PointResult, Running, Timing};
+use crate::plot::{self, Axes, Series};
+use crate::sipp::CallerRun;
+
+/// The variants a topology sweep runs by default: no feedback, and Shen et al.'s
+/// algorithms over each wire format that can carry them.
+pub const HOP_VARIANTS: &str = "none,rate-abs/rate,rate-abs/loss,win-disc,win-cont,win-auto";
+
+/// Loads of a topology sweep without an experiment, multiples of the RE's capacity.
+const DEFAULT_LOADS: [f64; 5] = [1.0, 2.0, 4.0, 8.0, 10.0];
+
+/// |live - simulated| normalised goodput a point may differ by.
+const TOLERANCE: f64 = 0.1;
+
+/// One curve of a topology sweep.
+#[derive(Clone, Debug)]
+pub struct HopVariant {
+    pub label: String,
+    /// `ALGORITHM/WIRE` or the local algorithm, for summary.csv's algorithm column.
+    pub algorithm: String,
+    /// The scenario scaled to the live capacity: the simulator runs it as it is.
+    pub scenario: Scenario,
+    /// The RE (its listen address, next hop and neighbours are set per point).
+    pub re: ProxyConfig,
+    /// What the SEs offer in `oc-algo`; `None`: the SEs are plain proxies.
+    pub wire: Option<OcAlgorithm>,
+    /// The experiment's label of the variant, to find its simulated points.
+    pub experiment_label: Option<String>,
+}
+
+fn wire_name(w: OcAlgorithm) -> &'static str {
+    match w {
+        OcAlgorithm::Rate => "RFC 7415 rate",
+        OcAlgorithm::Loss => "RFC 7339 loss",
+        OcAlgorithm::SluiceWindow => "sluicewin window",
+    }
+}
+
+/// Whether `bench overload` runs the topology: `--ses`, a feedback variant in
+/// `--variants`, or an experiment with one.
+pub fn is_topology(args: &OverloadArgs) -> Result<bool, String> {
+    if args.ses.is_some() {
+        return Ok(true);
+    }
+    if let Some(path) = &args.experiment {
+        let e = read_experiment(path)?;
+        return Ok(e
+            .points
+            .iter()
+            .any(|p| !p.scenario.control.algorithm.is_local()));
+    }
+    Ok(args.variants.iter().any(|v| {
+        v.contains('/')
+            || v.parse::<Algorithm>()
+                .is_ok_and(|a| !a.is_local() && a != Algorithm::None)
+    }))
+}
+
+fn read_experiment(path: &Path) -> Result<Experiment, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    Experiment::from_toml(&text, &Overrides::default())
+}
+
+/// The scenario with the RE's capacity scaled to `capacity` calls/s: costs divided and
+/// queues multiplied by the same factor, so each holds the same seconds of work.
+pub fn scale_scenario(sc: &mut Scenario, capacity: f64) {
+    let k = capacity / sc.capacity_cps();
+    sc.re.service_rate_mps *= k;
+    sc.re.reject_rate_mps *= k;
+    sc.re.invite_cost_ms = sc.re.invite_cost_ms.map(|c| c / k);
+    sc.re.other_cost_ms = sc.re.other_cost_ms.map(|c| c / k);
+    sc.re.queue_capacity = scaled(sc.re.queue_capacity, k);
+    sc.re.invite_queue_capacity = scaled(sc.re.invite_queue_capacity, k);
+}
+
+fn scaled(n: u32, k: f64) -> u32 {
+    (f64::from(n) * k).round().clamp(1.0, f64::from(u32::MAX)) as u32
+}
+
+/// A variant from a (scaled) scenario: the RE's costs, queues and control; `wire` picks
+/// the feedback's wire format (default: the first the RE's algorithm can express).
+pub fn variant(label: &str, sc: Scenario, wire: Option<OcAlgorithm>) -> Result<HopVariant, String> {
+    let mut re = ProxyConfig::default();
+    overload::apply_local_control(&mut re, &sc);
+    let us = |s: f64| (s * 1e6).round() as u64;
+    re.cost_forward_us = us(sc.re.invite_cost_s());
+    re.cost_other_us = Some(us(sc.re.other_cost_s()));
+    re.cost_reject_us = us(sc.re.reject_cost_s());
+    let algorithm = sc.control.algorithm;
+    let (label, algorithm_name, wire) = if algorithm.is_local() {
+        if let Some(w) = wire {
+            return Err(format!(
+                "{label}: {algorithm} is not a feedback algorithm; /{} needs one",
+                w.token()
+            ));
+        }
+        (label.to_owned(), algorithm.to_string(), None)
+    } else {
+        let possible: &[OcAlgorithm] = match algorithm {
+            Algorithm::RateAbs => &[OcAlgorithm::Rate, OcAlgorithm::Loss],
+            Algorithm::RateOcc => &[OcAlgorithm::Loss, OcAlgorithm::Rate],
+            _ => &[OcAlgorithm::SluiceWindow],
+        };
+        let w = wire.unwrap_or(possible[0]);
+        if !possible.contains(&w) {
+            return Err(format!(
+                "{label}: {algorithm} cannot be carried as {} (use {})",
+                w.token(),
+                possible
+                    .iter()
+                    .map(|p| p.token())
+                    .collect::<Vec<_>>()
+                    .join(" or ")
+            ));
+        }
+        // The admission policy stays `none`: the RE only computes feedback.
+        re.admission.policy = Algorithm::None;
+        re.overload.role = HopRole::Re;
+        re.overload.control = sc.control.clone();
+        let name = algorithm.to_string();
+        let label = if label == name || label == format!("{name}/{}", w.token()) {
+            format!("{name} as {}", wire_name(w))
+        } else {
+            format!("{label}: {name} as {}", wire_name(w))
+        };
+        (label, format!("{name}/{}", w.token()), Some(w))
+    };
+    // Validated with a placeholder neighbour; the SEs' addresses come per point.
+    let mut check = re.clone();
+    if check.overload.role == HopRole::Re {
+        check.overload.neighbours = vec![SocketAddr::from(([127, 0, 0, 1], 1))];
+    }
+    check.validate().map_err(|e| format!("{label}: {e}"))?;
+    Ok(HopVariant {
+        label,
+        algorithm: algorithm_name,
+        scenario: sc,
+        re,
+        wire,
+        experiment_label: None,
+    })
+}
+
+/// `ALGORITHM[/WIRE]` on the default (Shen et al.) scenario.
+fn variant_from_spec(spec: &str, capacity: f64) -> Result<HopVariant, String> {
+    let (name, wire) = match spec.split_once('/') {
+        Some((n, w)) => (
+            n,
+            Some(OcAlgorithm::from_token(w).ok_or_else(|| {
+                format!("variant {spec}: unknown wire algorithm {w} (rate, loss or sluicewin)")
+            })?),
+        ),
+        None => (spec, None),
+    };
+    let algorithm = name
+        .parse::<Algorithm>()
+        .map_err(|e| format!("variant {spec}: {e}"))?;
+    let mut sc = Scenario {
+        control: ControlConfig::for_algorithm(algorithm),
+        ..Scenario::default()
+    };
+    scale_scenario(&mut sc, capacity);
+    variant(spec, sc, wire)
+}
+
+/// What a topology sweep runs.
+struct Plan {
+    name: String,
+    title: String,
+    variants: Vec<HopVariant>,
+    loads: Vec<f64>,
+    /// Each source's share of the offered load (one UAC and SE per source).
+    shares: Vec<f64>,
+    experiment: Option<Experiment>,
+}
+
+fn plan(args: &OverloadArgs) -> Result<Plan, String> {
+    let ses = args.ses.unwrap_or(3);
+    if !(1..=32).contains(&ses) {
+        return Err(format!("--ses must be 1 to 32, not {ses}"));
+    }
+    if !(args.capacity > 0.0 && args.capacity.is_finite()) {
+        return Err(format!("need capacity > 0 (got {})", args.capacity));
+    }
+    let Some(path) = &args.experiment else {
+        // The local-control default list means "not given": run the feedback variants.
+        let default_local: Vec<&str> = overload::ALL_VARIANTS.split(',').collect();
+        let specs: Vec<String> = if args.variants.iter().map(String::as_str).eq(default_local) {
+            HOP_VARIANTS.split(',').map(str::to_owned).collect()
+        } else {
+            args.variants.clone()
+        };
+        let mut variants = Vec::new();
+        for s in specs.iter().filter(|s| !s.is_empty()) {
+            variants.push(variant_from_spec(s, args.capacity)?);
+        }
+        return Ok(Plan {
+            name: "live-hop".into(),
+            title: format!("Live hop-by-hop overload control, {ses} SEs -> RE"),
+            variants,
+            loads: DEFAULT_LOADS.to_vec(),
+            shares: vec![1.0; ses],
+            experiment: None,
+        });
+    };
+    let e = read_experiment(path)?;
+    if e.kind == Kind::Dynamic {
+        return Err(format!(
+            "{}: a dynamic experiment (load schedules) is not in the live topology yet",
+            e.name
+        ));
+    }
+    if e.x_name != "offered_load" {
+        return Err(format!(
+            "{}: the live topology sweeps offered load, not {}",
+            e.name, e.x_name
+        ));
+    }
+    let mut variants: Vec<HopVariant> = Vec::new();
+    let mut loads: Vec<f64> = Vec::new();
+    let mut shares = Vec::new();
+    for p in &e.points {
+        if !loads.iter().any(|l| (l - p.offered_load).abs() < 1e-9) {
+            loads.push(p.offered_load);
+        }
+        if variants
+            .iter()
+            .any(|v| v.experiment_label.as_deref() == Some(p.variant.as_str()))
+        {
+            continue;
+        }
+        let mut sc = p.scenario.clone();
+        scale_scenario(&mut sc, args.capacity);
+        if args.ses.is_some() {
+            sc.sources = equal_sources(ses);
+        }
+        shares = sc.sources.iter().map(|s| s.share).collect();
+        let mut v = variant(&p.variant, sc, None)?;
+        v.experiment_label = Some(p.variant.clone());
+        variants.push(v);
+    }
+    if shares.is_empty() || shares.iter().any(|s| !(*s >= 0.0 && s.is_finite())) {
+        return Err(format!("{}: the sources need shares >= 0", e.name));
+    }
+    Ok(Plan {
+        name: e.name.clone(),
+        title: format!("{} (live, {} SEs)", e.title, shares.len()),
+        variants,
+        loads,
+        shares,
+        experiment: Some(e),
+    })
+}
+
+fn equal_sources(n: usize) -> Vec<SourceConfig> {
+    (1..=n)
+        .map(|i| SourceConfig {
+            name: format!("UA{i}"),
+            share: 1.0,
+            schedule: Vec::new(),
+        })
+        .collect()
+}
+
+/// The proxies of one point: the RE and the SEs, in the order the UACs use them.
+struct Proxies {
+    re: Running,
+    ses: Vec<(SocketAddr, Running)>,
+}
+
+impl Proxies {
+    /// Stops every proxy and collects their reports (RE first).
+    fn stop(mut self) -> (Option<ProxyReport>, Vec<ProxyReport>) {
+        overload::stop(&mut self.re);
+        for (_, se) in &mut self.ses {
+            overload::stop(se);
+        }
+        let report = |r: Running| match r {
+            Running::Sluice { thread, .. } => thread.join().ok().and_then(Result::ok).map(|r| r.0),
+            Running::Command(_) => None,
+        };
+        let re = report(self.re);
+        let ses = self
+            .ses
+            .into_iter()
+            .filter_map(|(_, r)| report(r))
+            .collect();
+        (re, ses)
+    }
+}
+
+/// Starts the RE (next hop the UAS) and one SE per source (next hop the RE).
+fn start_proxies(
+    v: &HopVariant,
+    sources: usize,
+    uas: SocketAddr,
+    budget: f64,
+) -> Result<Proxies, String> {
+    // The RE must know the SEs' addresses before they exist: reserve free ports (held
+    // together so they differ), release them, and let the SEs bind them.
+    let reserved: Vec<std::net::UdpSocket> = (0..sources)
+        .map(|_| std::net::UdpSocket::bind("127.0.0.1:0"))
+        .collect::<Result<_, _>>()
+        .map_err(|e| e.to_string())?;
+    let se_addrs: Vec<SocketAddr> = reserved
+        .iter()
+        .map(std::net::UdpSocket::local_addr)
+        .collect::<Result<_, _>>()
+        .map_err(|e| e.to_string())?;
+    drop(reserved);
+    let mut re_config = v.re.clone();
+    if re_config.overload.role == HopRole::Re {
+        re_config.overload.neighbours.clone_from(&se_addrs);
+    }
+    let (re_addr, re) = overload::start_sluice(re_config, uas, budget)?;
+    let mut proxies = Proxies {
+        re,
+        ses: Vec::new(),
+    };
+    for (i, addr) in se_addrs.into_iter().enumerate() {
+        let mut se = ProxyConfig::default();
+        if let Some(w) = v.wire {
+            se.overload.role = HopRole::Se;
+            se.overload.client.algorithms = vec![w];
+            se.overload.seed = i as u64 + 1;
+        }
+        match overload::start_sluice_on(se, addr, re_addr, budget) {
+            Ok(running) => proxies.ses.push(running),
+            Err(e) => {
+                proxies.stop();
+                return Err(format!("SE {}: {e}", i + 1));
+            }
+        }
+    }
+    Ok(proxies)
+}
+
+/// The system's 1-minute load average (the machine is shared; printed with the numbers).
+fn load_average() -> Option<f64> {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}
+
+/// What a point measured besides the summary columns, for the printed table.
+struct PointExtras {
+    se_applied: u64,
+    se_reduced: u64,
+    se_ignored: u64,
+    re_stamped: u64,
+    load_average: Option<f64>,
+}
+
+#[allow(clippy::too_many_lines)] // one point, start to finish, reads best in one piece
+fn run_point(
+    name: &str,
+    v: &HopVariant,
+    shares: &[f64],
+    x: f64,
+    timing: Timing,
+) -> Result<(PointResult, PointExtras), String> {
+    let Timing {
+        duration,
+        warmup,
+        hold,
+    } = timing;
+    let capacity = overload::emulated_capacity(&v.re);
+    if !capacity.is_finite() {
+        return Err(format!("{}: no emulated capacity", v.label));
+    }
+    let (uas_addr, uas_flag, uas) = overload::start_uas(duration)?;
+    let drain = 2.0;
+    let budget = duration + drain + 30.0;
+    let proxies = match start_proxies(v, shares.len(), uas_addr, budget) {
+        Ok(p) => p,
+        Err(e) => {
+            uas_flag.store(true, Ordering::Relaxed);
+            let _ = uas.join();
+            return Err(e);
+        }
+    };
+    let total_share: f64 = shares.iter().sum();
+    let spacing = match v.scenario.call.arrivals {
+        ArrivalProcess::Poisson => Spacing::Poisson,
+        ArrivalProcess::Constant => Spacing::Constant,
+    };
+    let targets: Vec<SocketAddr> = proxies.ses.iter().map(|(a, _)| *a).collect();
+    let runs: Vec<Result<CallerRun, String>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = targets
+            .iter()
+            .zip(shares)
+            .enumerate()
+            .map(|(i, (&target, &share))| {
+                scope.spawn(move || {
+                    let socket = shell::bind_udp(SocketAddr::from(([127, 0, 0, 1], 0)))
+                        .map_err(|e| e.to_string())?;
+                    let local = socket.local_addr().map_err(|e| e.to_string())?;
+                    let rate = x * capacity * share / total_share.max(1e-12);
+                    let mut cfg = UacConfig::new(local, target, rate);
+                    cfg.duration = Some(Duration::from_secs_f64(duration));
+                    cfg.hold = Hold::Constant(Duration::from_secs_f64(hold.max(0.0)));
+                    cfg.drain_timeout = Duration::from_secs_f64(drain);
+                    cfg.max_in_progress = 1_000_000;
+                    cfg.spacing = spacing;
+                    cfg.seed = i as u64 + 1;
+                    // Call-IDs differ across UACs, points and runs: the RE sees them all.
+                    cfg.run_token = (u64::from(std::process::id()) << 24)
+                        ^ ((x * 1000.0) as u64) << 8
+                        ^ i as u64;
+                    overload::run_sluice_uac(socket, cfg)
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err("uac thread panicked".into()))
+            })
+            .collect()
+    });
+    let (re_report, se_reports) = proxies.stop();
+    uas_flag.store(true, Ordering::Relaxed);
+    let uas = uas
+        .join()
+        .map_err(|_| "uas thread panicked".to_owned())?
+        .map_err(|e| format!("uas: {e}"))?;
+    let runs: Vec<CallerRun> = runs.into_iter().collect::<Result<_, _>>()?;
+    let re = re_report.ok_or("the RE did not report")?;
+
+    // Rows per second summed over the UACs; the window as in the single-proxy bench.
+    let mut rows: Vec<SecondRow> = Vec::new();
+    for run in &runs {
+        for r in &run.rows {
+            match rows.iter_mut().find(|s| s.second == r.second) {
+                Some(s) => {
+                    s.counts.accumulate(&r.counts);
+                    s.in_progress += r.in_progress;
+                    s.pdd_p50_ms = max_opt(s.pdd_p50_ms, r.pdd_p50_ms);
+                    s.pdd_p99_ms = max_opt(s.pdd_p99_ms, r.pdd_p99_ms);
+                }
+                None => rows.push(*r),
+            }
+        }
+    }
+    rows.sort_by_key(|r| r.second);
+    let first = warmup.ceil() as u64 + 1;
+    let last = duration.floor() as u64;
+    let mut window = Counts::default();
+    let mut secs = 0u64;
+    for r in rows.iter().filter(|r| (first..=last).contains(&r.second)) {
+        window.accumulate(&r.counts);
+        secs += 1;
+    }
+    let secs = secs.max(1) as f64;
+    let ratio = |a: u64, b: u64| if b > 0 { a as f64 / b as f64 } else { 0.0 };
+    let se_hop = se_reports.iter().map(|r| &r.stats.hop);
+    let extras = PointExtras {
+        se_applied: se_hop.clone().map(|h| h.client.applied).sum(),
+        se_reduced: se_hop.clone().map(|h| h.client.rejected_normal).sum(),
+        se_ignored: se_hop.map(sluice_proxy::HopStats::feedback_ignored).sum(),
+        re_stamped: re.stats.hop.responses_stamped,
+        load_average: load_average(),
+    };
+    let point = PointResult {
+        experiment: name.to_owned(),
+        variant: v.label.clone(),
+        caller: "sluice",
+        window: first..=last,
+        algorithm: v.algorithm.clone(),
+        x,
+        offered_load_measured: window.offered as f64 / secs / capacity,
+        capacity_cps: capacity,
+        goodput: window.successful as f64 / secs / capacity,
+        goodput_cps: window.successful as f64 / secs,
+        retrans_ratio: ratio(re.stats.retransmissions_seen(), re.stats.datagrams_in),
+        setup_delay_p50_ms: runs.iter().map(|r| r.setup_p50_ms).fold(None, max_opt),
+        setup_delay_p99_ms: runs.iter().map(|r| r.setup_p99_ms).fold(None, max_opt),
+        occupancy: Some(re.stats.busy_virtual.as_secs_f64() / re.elapsed.as_secs_f64().max(1e-9)),
+        reject_ratio: ratio(window.failed.rejected_503, window.offered),
+        calls_offered: window.offered,
+        calls_good: window.successful,
+        proxy_dropped: Some(re.stats.dropped_queue_full),
+        uac_retransmissions_sent: runs.iter().map(|r| r.retransmissions_sent).sum(),
+        uac_retransmissions_received: runs.iter().map(|r| r.retransmissions_received).sum(),
+        uas_2xx_retransmissions: uas.summary.retransmissions_sent_by_type.ok_invite,
+        forwarded_calls: Some(uas.summary.invites),
+        rejected_calls: Some(extras.se_reduced + re.stats.rejected_policy),
+        proxy_cpu_s: None,
+        rows,
+        per_source: v
+            .scenario
+            .sources
+            .iter()
+            .map(|s| s.name.clone())
+            .chain((v.scenario.sources.len()..).map(|i| format!("UA{}", i + 1)))
+            .zip(runs.into_iter().map(|r| r.rows))
+            .collect(),
+    };
+    Ok((point, extras))
+}
+
+fn max_opt(a: Option<f64>, b: Option<f64>) -> Option<f64> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.max(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+/// `sluice bench overload` in topology mode.
+pub fn bench(args: &OverloadArgs) -> Result<(), String> {
+    if args.generator != overload::Caller::Sluice || !args.proxy_cmd.is_empty() {
+        return Err(
+            "the hop-by-hop topology runs sluice's UAC and proxies only (no --generator sipp, no --proxy-cmd)"
+                .into(),
+        );
+    }
+    let plan = plan(args)?;
+    if plan.variants.is_empty() {
+        return Err("nothing to run: no --variants".into());
+    }
+    let loads = args.loads.clone().unwrap_or_else(|| plan.loads.clone());
+    if loads.is_empty() || loads.iter().any(|l| !(*l > 0.0 && l.is_finite())) {
+        return Err("--loads must be positive numbers".into());
+    }
+    let warmup = args.warmup.unwrap_or(args.duration / 4.0);
+    if !(args.duration > 0.0 && args.duration.is_finite() && (0.0..args.duration).contains(&warmup))
+    {
+        return Err("need --duration > 0 and 0 <= --warmup < --duration".into());
+    }
+    let timing = Timing {
+        duration: args.duration,
+        warmup,
+        hold: args.hold,
+    };
+    let sources = plan.shares.len();
+    for v in &plan.variants {
+        println!(
+            "{}: {sources} UACs -> {sources} SEs -> RE at {:.1} calls/s emulated (message {} us, 503 {} us, queue {}){}",
+            v.label,
+            overload::emulated_capacity(&v.re),
+            v.re.cost_forward_us,
+            v.re.cost_reject_us,
+            v.re.queue_capacity,
+            v.wire.map_or(String::new(), |w| format!(", SEs offer oc-algo {}", w.token())),
+        );
+    }
+    let started = Instant::now();
+    println!(
+        "{:<40} {:>5} {:>7} {:>7} {:>6} {:>6} {:>7} {:>8} {:>8} {:>5} {:>6} {:>7} {:>7} {:>6} {:>5}",
+        "variant", "x", "offered", "goodput", "norm", "reject", "retrans", "setup50", "setup99",
+        "busy", "RE drop", "uas2xx", "fb appl", "fb ign", "load"
+    );
+    let mut points = Vec::new();
+    for v in &plan.variants {
+        for &x in &loads {
+            let (p, e) = run_point(&plan.name, v, &plan.shares, x, timing)?;
+            println!(
+                "{:<40} {:>5} {:>7.0} {:>7.1} {:>6.3} {:>6.3} {:>7.4} {:>8} {:>8} {:>4.0}% {:>6} {:>7} {:>7} {:>6} {:>5}",
+                p.variant,
+                p.x,
+                p.offered_load_measured * p.capacity_cps,
+                p.goodput_cps,
+                p.goodput,
+                p.reject_ratio,
+                p.retrans_ratio,
+                overload::ms(p.setup_delay_p50_ms),
+                overload::ms(p.setup_delay_p99_ms),
+                p.occupancy.unwrap_or(0.0) * 100.0,
+                p.proxy_dropped.unwrap_or(0),
+                p.uas_2xx_retransmissions,
+                e.se_applied,
+                e.se_ignored,
+                e.load_average.map_or("-".into(), |l| format!("{l:.2}")),
+            );
+            let _ = (e.se_reduced, e.re_stamped);
+            points.push(p);
+        }
+    }
+    overload::write_outputs(&args.out, &plan.name, &plan.title, &points, None)?;
+    println!(
+        "{} points in {:.0} s; {} written (summary.csv, points.jsonl, series.csv, {}.svg)",
+        points.len(),
+        started.elapsed().as_secs_f64(),
+        args.out.display(),
+        overload::file_stem(&plan.name)
+    );
+    if let Some(e) = &plan.experiment {
+        compare_with_simulator(args, e, &plan, &loads, &points)?;
+    }
+    Ok(())
+}
+
+/// Runs the experiment's variants in the simulator at the live loads and capacity, and
+/// reports |live - sim| per point; draws both curves on `live-vs-sim.svg`.
+fn compare_with_simulator(
+    args: &OverloadArgs,
+    e: &Experiment,
+    plan: &Plan,
+    loads: &[f64],
+    live: &[PointResult],
+) -> Result<(), String> {
+    let sim_duration = args.sim_duration;
+    if !(sim_duration >= 5.0 && sim_duration.is_finite()) {
+        return Err("--sim-duration must be at least 5 s".into());
+    }
+    // The same scaled scenario as the live RE, at each live load.
+    let mut runs: Vec<(&HopVariant, f64, Scenario)> = Vec::new();
+    for v in &plan.variants {
+        for &x in loads {
+            let mut sc = v.scenario.clone();
+            sc.offered_load = x;
+            sc.duration_s = sim_duration;
+            sc.warmup_s = sim_duration / 5.0;
+            // The live calls hang up after `--hold` (BYE at once by default); the
+            // simulator's holding time is exponential with that mean (it must be > 0).
+            sc.call.holding_time_s = args.hold.max(1e-3);
+            runs.push((v, x, sc));
+        }
+    }
+    println!(
+        "\nsimulator: {} runs of {sim_duration} s ({}, scaled to {:.0} calls/s like the live RE)...",
+        runs.len(),
+        e.name,
+        args.capacity
+    );
+    let started = Instant::now();
+    let reports: Vec<RunReport> = std::thread::scope(|scope| {
+        let jobs = std::thread::available_parallelism().map_or(1, usize::from);
+        let chunks: Vec<_> = runs
+            .chunks(runs.len().div_ceil(jobs).max(1))
+            .map(|chunk| {
+                scope.spawn(move || {
+                    chunk
+                        .iter()
+                        .map(|(_, _, sc)| sluice_sim::run(sc))
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        chunks
+            .into_iter()
+            .flat_map(|h| h.join().unwrap_or_default())
+            .collect()
+    });
+    if let Some(err) = reports.iter().find_map(|r| r.error.clone()) {
+        return Err(format!("simulator: {err}"));
+    }
+    println!("simulated in {:.0} s", started.elapsed().as_secs_f64());
+    let mut csv =
+        String::from("variant,x,live_goodput,sim_goodput,abs_diff,pass,sim_setup_p99_ms,sim_retrans_ratio,sim_occupancy,sim_reject_ratio\n");
+    println!(
+        "\n{:<40} {:>5} {:>8} {:>8} {:>8} {:>5}",
+        "variant", "x", "live", "sim", "|diff|", "ok"
+    );
+    let mut failed = 0;
+    let mut curves: Vec<Series> = Vec::new();
+    for v in &plan.variants {
+        let mut live_curve = Series {
+            label: format!("{} (live)", v.label),
+            points: Vec::new(),
+        };
+        let mut sim_curve = Series {
+            label: format!("{} (sim)", v.label),
+            points: Vec::new(),
+        };
+        for ((rv, x, _), r) in runs.iter().zip(&reports) {
+            if !std::ptr::eq(*rv, v) {
+                continue;
+            }
+            let Some(p) = live
+                .iter()
+                .find(|p| p.variant == v.label && (p.x - x).abs() < 1e-9)
+            else {
+                continue;
+            };
+            let diff = (p.goodput - r.goodput).abs();
+            let pass = diff <= TOLERANCE;
+            failed += usize::from(!pass);
+            println!(
+                "{:<40} {:>5} {:>8.3} {:>8.3} {:>8.3} {:>5}",
+                v.label,
+                x,
+                p.goodput,
+                r.goodput,
+                diff,
+                if pass { "pass" } else { "FAIL" }
+            );
+            let _ = writeln!(
+                csv,
+                "{},{x},{:.4},{:.4},{diff:.4},{pass},{:.2},{:.4},{:.4},{:.4}",
+                overload::csv_field(&v.label),
+                p.goodput,
+                r.goodput,
+                r.setup_delay_p99_ms,
+                r.retrans_ratio,
+                r.occupancy,
+                r.reject_ratio
+            );
+            live_curve.points.push((*x, p.goodput));
+            sim_curve.points.push((*x, r.goodput));
+        }
+        curves.push(live_curve);
+        curves.push(sim_curve);
+    }
+    println!(
+        "live vs simulated: {} of {} points within {TOLERANCE}",
+        runs.len() - failed,
+        runs.len()
+    );
+    overload::write(&args.out.join("comparison.csv"), &csv)?;
+    let x_max = loads.iter().copied().fold(1.0_f64, f64::max);
+    let ideal = Series {
+        label: "min(offered, 1)".into(),
+        points: vec![(0.0, 0.0), (1.0, 1.0), (x_max, 1.0)],
+    };
+    plot::line_chart(
+        &args.out.join("live-vs-sim.svg"),
+        &Axes {
+            title: &format!("{}: live and simulated", e.title),
+            x_label: "offered load (multiples of the RE's capacity)",
+            y_label: "goodput (normalised)",
+            y_max: 1.1,
+        },
+        &curves,
+        Some(&ideal),
+    )
+}
