@@ -69,6 +69,11 @@ pub enum HopRole {
 /// [overload.client]
 /// algorithms = ["rate", "loss"]
 /// ```
+///
+/// Interop: Kamailio 5.6's Via parser splits a quoted `oc-algo="loss,rate"` at the comma and
+/// drops the request ("bad header field"), though RFC 7339 §5.1 allows the list. In front of
+/// such a next hop, offer one algorithm (`algorithms = ["loss"]`);
+/// `crates/proxy/tests/oc_interop.rs` checks Kamailio and tshark read what sluice sends.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct OverloadConfig {
