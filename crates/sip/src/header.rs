@@ -4,6 +4,7 @@
 /// A header field name. `Other` is any name sluice does not act on; its text stays in the message.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum HeaderName {
+    // The admission headers come first (see `is_admission`).
     Via,
     CallId,
     CSeq,
@@ -61,57 +62,65 @@ impl HeaderName {
 
     /// Classifies a raw header name, case-insensitively, accepting compact forms.
     pub fn from_bytes(name: &[u8]) -> HeaderName {
-        // Dispatch on length and first letter: each name is then settled by one comparison.
-        let Some(&first) = name.first() else {
-            return HeaderName::Other;
-        };
-        // Folds letters; other bytes may fold onto letters, but the exact comparison below
-        // settles every candidate.
-        let first = first | 0x20;
-        let candidate = match (name.len(), first) {
-            (1, _) => {
-                return match first {
-                    b'v' => HeaderName::Via,
-                    b'i' => HeaderName::CallId,
-                    b'l' => HeaderName::ContentLength,
-                    b'f' => HeaderName::From,
-                    b't' => HeaderName::To,
-                    b'm' => HeaderName::Contact,
-                    b'c' => HeaderName::ContentType,
-                    b'k' => HeaderName::Supported,
-                    b's' => HeaderName::Subject,
-                    b'e' => HeaderName::ContentEncoding,
-                    _ => HeaderName::Other,
+        HeaderName::from_name_in(name, 0, name.len())
+    }
+
+    /// Classifies `buf[start..end]`. The buffer around the name lets short names be compared
+    /// as one masked word loaded from the buffer (a header name is always followed by at
+    /// least its colon and CRLF), which is what makes classifying every header of every
+    /// message cheap. Falls back to the byte-wise comparison near the end of the buffer.
+    #[inline]
+    pub(crate) fn from_name_in(buf: &[u8], start: usize, end: usize) -> HeaderName {
+        let name = &buf[start..end];
+        let candidate = HeaderName::candidate(name);
+        // A compact form is its own spelling: `candidate` already compared its one letter.
+        if candidate == HeaderName::Other || name.len() == 1 {
+            return candidate;
+        }
+        let index = candidate as usize;
+        let matched = if name.len() < 8 {
+            match buf.get(start..start + 8) {
+                Some(window) => {
+                    // Only the name's lanes count; the bytes after it are masked off.
+                    let mask = u64::MAX >> (64 - 8 * name.len());
+                    let w = load_word(window) & mask;
+                    fold_word(w) & mask == FIRST_WORDS[index] && !has_cr(w, mask)
                 }
+                None => eq_fold(name, candidate.lowercase()),
             }
-            (2, b't') => HeaderName::To,
-            (3, b'v') => HeaderName::Via,
-            (4, b'c') => HeaderName::CSeq,
-            (4, b'f') => HeaderName::From,
-            (5, b'r') => HeaderName::Route,
-            (5, b'a') => HeaderName::Allow,
-            (7, b'c') if name[1].eq_ignore_ascii_case(&b'a') => HeaderName::CallId,
-            (7, b'c') => HeaderName::Contact,
-            (7, b's') => HeaderName::Subject,
-            (7, b'r') => HeaderName::Require,
-            (7, b'e') => HeaderName::Expires,
-            (9, b's') => HeaderName::Supported,
-            (9, b't') => HeaderName::Timestamp,
-            (11, b'r') => HeaderName::RetryAfter,
-            (11, b'u') => HeaderName::Unsupported,
-            (12, b'm') => HeaderName::MaxForwards,
-            (12, b'c') => HeaderName::ContentType,
-            (12, b'r') => HeaderName::RecordRoute,
-            (13, b'p') => HeaderName::ProxyRequire,
-            (14, b'c') => HeaderName::ContentLength,
-            (16, b'c') => HeaderName::ContentEncoding,
-            (17, b'r') => HeaderName::ResourcePriority,
-            _ => return HeaderName::Other,
+        } else if name.len() <= 16 {
+            // Two words, the second overlapping the first when the name is shorter than 16.
+            let first = load_word(&name[..8]);
+            let last = load_word(&name[name.len() - 8..]);
+            fold_word(first) == FIRST_WORDS[index]
+                && fold_word(last) == LAST_WORDS[index]
+                && !has_cr(first, u64::MAX)
+                && !has_cr(last, u64::MAX)
+        } else {
+            eq_fold(name, candidate.lowercase())
         };
-        if eq_fold(name, candidate.lowercase()) {
+        if matched {
             candidate
         } else {
             HeaderName::Other
+        }
+    }
+
+    /// The only known name `name` can be, from its length and first letter; `Other` if none.
+    /// Compact forms are settled here (a one-letter name is its own spelling, up to case).
+    #[inline]
+    fn candidate(name: &[u8]) -> HeaderName {
+        let Some(&first) = name.first() else {
+            return HeaderName::Other;
+        };
+        let first = first | 0x20;
+        if name.len() > LONGEST || !first.is_ascii_lowercase() {
+            return HeaderName::Other;
+        }
+        match CANDIDATES[name.len()][usize::from(first - b'a')] {
+            // Call-ID and Contact share length and first letter; the second letter decides.
+            HeaderName::Contact if name.len() == 7 && name[1] | 0x20 == b'a' => HeaderName::CallId,
+            candidate => candidate,
         }
     }
 
@@ -144,6 +153,13 @@ impl HeaderName {
         }
     }
 
+    /// The headers the admission scan parses as it locates them. They are the first variants,
+    /// so this is one comparison.
+    #[inline]
+    pub(crate) const fn is_admission(self) -> bool {
+        self as u8 <= HeaderName::ContentLength as u8
+    }
+
     /// Headers whose value is a comma-separated list that may be split over several lines
     /// (RFC 3261 §7.3.1). Only for these may a value be split at commas.
     pub const fn is_list(self) -> bool {
@@ -162,6 +178,134 @@ impl HeaderName {
                 | HeaderName::ResourcePriority
         )
     }
+}
+
+/// Number of [`HeaderName`] variants, `Other` included.
+const NAMES: usize = HeaderName::Other as usize + 1;
+
+/// Every variant, in declaration order (indexes the word tables below).
+const ALL: [HeaderName; NAMES] = [
+    HeaderName::Via,
+    HeaderName::CallId,
+    HeaderName::CSeq,
+    HeaderName::MaxForwards,
+    HeaderName::ContentLength,
+    HeaderName::From,
+    HeaderName::To,
+    HeaderName::Contact,
+    HeaderName::ContentType,
+    HeaderName::Route,
+    HeaderName::RecordRoute,
+    HeaderName::RetryAfter,
+    HeaderName::Supported,
+    HeaderName::Subject,
+    HeaderName::ContentEncoding,
+    HeaderName::Timestamp,
+    HeaderName::Require,
+    HeaderName::ProxyRequire,
+    HeaderName::Unsupported,
+    HeaderName::ResourcePriority,
+    HeaderName::Allow,
+    HeaderName::Expires,
+    HeaderName::Other,
+];
+
+/// The longest known name (Resource-Priority).
+const LONGEST: usize = 17;
+
+/// The candidate name by length and folded first letter: one load instead of a chain of
+/// comparisons for every header of every message.
+static CANDIDATES: [[HeaderName; 26]; LONGEST + 1] = {
+    let mut t = [[HeaderName::Other; 26]; LONGEST + 1];
+    let mut i = 0;
+    while i < NAMES - 1 {
+        let lower = ALL[i].lowercase();
+        // Call-ID is found through Contact's slot (same length and first letter).
+        if !matches!(ALL[i], HeaderName::CallId) {
+            t[lower.len()][(lower[0] - b'a') as usize] = ALL[i];
+        }
+        i += 1;
+    }
+    // Compact forms (RFC 3261 §7.3.3 and extensions).
+    let compact = [
+        (b'v', HeaderName::Via),
+        (b'i', HeaderName::CallId),
+        (b'l', HeaderName::ContentLength),
+        (b'f', HeaderName::From),
+        (b't', HeaderName::To),
+        (b'm', HeaderName::Contact),
+        (b'c', HeaderName::ContentType),
+        (b'k', HeaderName::Supported),
+        (b's', HeaderName::Subject),
+        (b'e', HeaderName::ContentEncoding),
+    ];
+    let mut j = 0;
+    while j < compact.len() {
+        t[1][(compact[j].0 - b'a') as usize] = compact[j].1;
+        j += 1;
+    }
+    t
+};
+
+/// Little-endian word of up to eight bytes of `s` from `at`, zero-padded past its end.
+const fn const_word(s: &[u8], at: usize) -> u64 {
+    let mut w = 0u64;
+    let mut i = 0;
+    while i < 8 {
+        if at + i < s.len() {
+            w |= (s[at + i] as u64) << (8 * i);
+        }
+        i += 1;
+    }
+    w
+}
+
+/// The first eight bytes of each long name in lower case, zero-padded (names under eight
+/// bytes compare masked to their length).
+static FIRST_WORDS: [u64; NAMES] = {
+    let mut t = [0u64; NAMES];
+    let mut i = 0;
+    while i < NAMES {
+        t[i] = const_word(ALL[i].lowercase(), 0);
+        i += 1;
+    }
+    t
+};
+
+/// The last eight bytes of each long name of eight bytes or more, in lower case.
+static LAST_WORDS: [u64; NAMES] = {
+    let mut t = [0u64; NAMES];
+    let mut i = 0;
+    while i < NAMES {
+        let lower = ALL[i].lowercase();
+        if lower.len() >= 8 {
+            t[i] = const_word(lower, lower.len() - 8);
+        }
+        i += 1;
+    }
+    t
+};
+
+#[inline]
+fn load_word(s: &[u8]) -> u64 {
+    let mut w = [0u8; 8];
+    w.copy_from_slice(&s[..8]);
+    u64::from_le_bytes(w)
+}
+
+/// Sets bit 0x20 in every byte: folds ASCII letters to lower case.
+#[inline]
+fn fold_word(w: u64) -> u64 {
+    w | 0x2020_2020_2020_2020
+}
+
+/// Whether a lane of `w` selected by `mask` (whole bytes) is CR, the one byte other than
+/// letters that folding maps into a name (onto `-`). Exact: a borrow can only mark a lane
+/// above a real CR.
+#[inline]
+fn has_cr(w: u64, mask: u64) -> bool {
+    let x = w ^ 0x0d0d_0d0d_0d0d_0d0d;
+    x.wrapping_sub(0x0101_0101_0101_0101) & !x & 0x8080_8080_8080_8080 & mask != 0
 }
 
 /// Exact case-insensitive equality against a lower-case name made of letters and `-`.
@@ -201,7 +345,47 @@ fn eq_fold(name: &[u8], lower: &[u8]) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::HeaderName;
+    use super::{HeaderName, ALL};
+
+    #[test]
+    fn every_known_name_classifies_in_any_case_and_position() {
+        for &id in &ALL[..ALL.len() - 1] {
+            let lower = id.as_str().to_ascii_lowercase();
+            for spelling in [
+                id.as_str().to_string(),
+                lower.clone(),
+                lower.to_ascii_uppercase(),
+            ] {
+                // Alone (no bytes after the name), and followed by a colon and a value as
+                // in a message (the word-at-a-time path).
+                assert_eq!(
+                    HeaderName::from_bytes(spelling.as_bytes()),
+                    id,
+                    "{spelling}"
+                );
+                let line = format!("{spelling}: x\r\n");
+                let got = HeaderName::from_name_in(line.as_bytes(), 0, spelling.len());
+                assert_eq!(got, id, "{spelling} in a line");
+                // One byte short, one byte different, or a CR in place of a hyphen: not it.
+                // ("T" is To's compact form, so To is not shortened.)
+                if spelling.len() > 2 {
+                    let short = spelling.len() - 1;
+                    assert_ne!(HeaderName::from_name_in(line.as_bytes(), 0, short), id);
+                }
+                let mut changed = line.clone().into_bytes();
+                changed[spelling.len() - 1] ^= 0x01;
+                assert_ne!(HeaderName::from_name_in(&changed, 0, spelling.len()), id);
+                if let Some(h) = spelling.find('-') {
+                    let mut cr = line.clone().into_bytes();
+                    cr[h] = b'\r';
+                    assert_eq!(
+                        HeaderName::from_name_in(&cr, 0, spelling.len()),
+                        HeaderName::Other
+                    );
+                }
+            }
+        }
+    }
 
     #[test]
     fn names_are_case_insensitive_and_compact_forms_map() {

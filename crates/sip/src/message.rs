@@ -80,7 +80,25 @@ pub enum Method {
 impl Method {
     /// Classifies a method token; `None` if it is not a token.
     pub fn from_token(token: &Bytes) -> Option<Method> {
-        Some(match &token[..] {
+        match Method::known(token) {
+            Some(m) => Some(m),
+            None if scan::is_token_str(token) => Some(Method::Extension(token.clone())),
+            None => None,
+        }
+    }
+
+    /// Classifies `buf[range]`, slicing the buffer only for an extension method: the admission
+    /// scan reads two methods per request and should not touch a reference count for them.
+    fn from_buf(buf: &Bytes, range: std::ops::Range<usize>) -> Option<Method> {
+        match Method::known(&buf[range.clone()]) {
+            Some(m) => Some(m),
+            None => Method::from_token(&buf.slice(range)),
+        }
+    }
+
+    /// The methods of RFC 3261 and its extensions, by their exact (case-sensitive) spelling.
+    fn known(token: &[u8]) -> Option<Method> {
+        Some(match token {
             b"INVITE" => Method::Invite,
             b"ACK" => Method::Ack,
             b"BYE" => Method::Bye,
@@ -95,7 +113,6 @@ impl Method {
             b"REFER" => Method::Refer,
             b"MESSAGE" => Method::Message,
             b"UPDATE" => Method::Update,
-            t if scan::is_token_str(t) => Method::Extension(token.clone()),
             _ => return None,
         })
     }
@@ -222,38 +239,67 @@ impl Message {
         };
 
         loop {
-            if pos >= b.len() {
+            let Some(&first) = b.get(pos) else {
                 return Err(ParseError::new(ErrorKind::Truncated, b.len()));
+            };
+            // The empty line ending the header section.
+            if first == b'\n' {
+                pos += 1;
+                break;
             }
-            let (content_end, mut next) = line_at(b, pos, limits)?;
-            if content_end == pos {
-                pos = next;
-                break; // the empty line ending the header section
+            if first == b'\r' && b.get(pos + 1) == Some(&b'\n') {
+                pos += 2;
+                break;
             }
-            // The colon ends the name (white space may precede it: HCOLON). A known name is
-            // proved a token by matching its spelling; only other names are scanned for tokens.
-            let Some(colon) = scan::find_short(&b[pos..content_end], b':').map(|c| c + pos) else {
-                return Err(ParseError::new(ErrorKind::BadHeaderName, pos));
+            // The colon is searched for first and the line end from the value on, so no byte
+            // is scanned twice. A line without a colon makes the "name" run into the next
+            // line; no known name matches that and the token check rejects it. Every failure
+            // here is reported by `header_line_error`, which re-reads the line the slow way so
+            // that the error is the same as a line-by-line parse would give.
+            let window_end = b.len().min(pos + limits.max_line_length + 2);
+            let Some(colon) = scan::find_short(&b[pos..window_end], b':').map(|c| c + pos) else {
+                return Err(header_line_error(b, pos, limits));
             };
             let mut name_end = colon;
-            while name_end > pos && matches!(b[name_end - 1], b' ' | b'\t') {
-                name_end -= 1;
+            // Space before the colon is rare: test once before looping.
+            if name_end > pos && matches!(b[name_end - 1], b' ' | b'\t') {
+                while name_end > pos && matches!(b[name_end - 1], b' ' | b'\t') {
+                    name_end -= 1;
+                }
             }
-            let name_bytes = &b[pos..name_end];
-            let name = HeaderName::from_bytes(name_bytes);
-            if name == HeaderName::Other && !scan::is_token_str(name_bytes) {
-                // Also catches a continuation line with no header to continue.
-                return Err(ParseError::new(ErrorKind::BadHeaderName, pos));
+            // A known name is proved a token by matching its spelling; only other names are
+            // scanned for token characters (which also catches a continuation line with no
+            // header to continue).
+            let name = HeaderName::from_name_in(b, pos, name_end);
+            if name == HeaderName::Other && !scan::is_token_str(&b[pos..name_end]) {
+                return Err(header_line_error(b, pos, limits));
             }
+            // Usually exactly one space follows the colon.
+            let mut value_start = colon + 1;
+            if b.get(value_start) == Some(&b' ') {
+                value_start += 1;
+            }
+            while value_start < window_end && matches!(b[value_start], b' ' | b'\t') {
+                value_start += 1;
+            }
+            let Some(lf) = scan::find_short(&b[value_start..window_end], b'\n') else {
+                return Err(header_line_error(b, pos, limits));
+            };
+            let lf = value_start + lf;
+            // lf > colon >= pos, so lf - 1 is inside the line.
+            let mut value_end = if b[lf - 1] == b'\r' { lf - 1 } else { lf };
+            if value_end - pos > limits.max_line_length {
+                return Err(header_line_error(b, pos, limits));
+            }
+            let mut next = lf + 1;
             // Line folding (RFC 3261 §7.3.1): lines starting with SP/HT continue this field.
-            let mut value_end = content_end;
             while next < b.len() && matches!(b[next], b' ' | b'\t') {
                 let (ce, nn) = line_at(b, next, limits)?;
                 value_end = ce;
                 next = nn;
             }
-            // Trim the value; index loops, as this runs for every header of every message.
-            let mut value_start = colon + 1;
+            // Trim the value (LWS includes the CRLF of a folded line); index loops, as this
+            // runs for every header of every message.
             while value_start < value_end && scan::is_lws(b[value_start]) {
                 value_start += 1;
             }
@@ -277,7 +323,9 @@ impl Message {
                 value,
                 line: Span::new(pos, next),
             });
-            msg.admit_header(&buf, name, index, value)?;
+            if name.is_admission() {
+                msg.admit_header(&buf, name, index, value)?;
+            }
             pos = next;
         }
 
@@ -611,6 +659,17 @@ fn line_at(b: &[u8], pos: usize, limits: &Limits) -> Result<(usize, usize)> {
     Err(line_error(b, pos, window_end, limits))
 }
 
+/// The error for a header line the fast scan could not take: what reading it line first,
+/// then colon, then name gives (line too long, truncated, or a bad name).
+#[cold]
+#[inline(never)]
+fn header_line_error(b: &[u8], pos: usize, limits: &Limits) -> ParseError {
+    match line_at(b, pos, limits) {
+        Err(e) => e,
+        Ok(_) => ParseError::new(ErrorKind::BadHeaderName, pos),
+    }
+}
+
 #[cold]
 #[inline(never)]
 fn line_error(b: &[u8], pos: usize, window_end: usize, limits: &Limits) -> ParseError {
@@ -652,13 +711,20 @@ fn parse_start_line(buf: &Bytes, start: usize, end: usize) -> Result<StartLine> 
         });
     }
     // Request-Line = Method SP Request-URI SP SIP-Version; exactly two single spaces.
-    let sp1 = memchr::memchr(b' ', line).ok_or_else(|| bad(ErrorKind::BadStartLine, 0))?;
-    let sp2 = memchr::memrchr(b' ', line).unwrap_or(sp1);
+    let sp1 = scan::find_short(line, b' ').ok_or_else(|| bad(ErrorKind::BadStartLine, 0))?;
+    // The version follows the last space. Searching forward from the first finds it in the
+    // common case and tells at once whether the Request-URI holds a space (a third one).
+    let after = sp1 + 1;
+    let (sp2, uri_has_space) = match scan::find_short(&line[after..], b' ') {
+        Some(i) if scan::find_short(&line[after + i + 1..], b' ').is_none() => (after + i, false),
+        Some(_) => (memchr::memrchr(b' ', line).unwrap_or(sp1), true),
+        None => (sp1, false),
+    };
     if sp2 == sp1 {
         return Err(bad(ErrorKind::BadStartLine, sp1));
     }
-    let method_tok = buf.slice(start..start + sp1);
-    let method = Method::from_token(&method_tok).ok_or_else(|| bad(ErrorKind::BadMethod, 0))?;
+    let method =
+        Method::from_buf(buf, start..start + sp1).ok_or_else(|| bad(ErrorKind::BadMethod, 0))?;
     let version = &line[sp2 + 1..];
     if !(version.len() > 4 && version[..4].eq_ignore_ascii_case(b"SIP/")) {
         return Err(bad(ErrorKind::BadStartLine, sp2 + 1));
@@ -670,7 +736,7 @@ fn parse_start_line(buf: &Bytes, start: usize, end: usize) -> Result<StartLine> 
     // White space inside the Request-URI must be escaped (RFC 3261 §25.1); with the first and
     // last space delimiting it, one more space is the only way to have some. Control
     // characters are left to `validate`, which parses the URI.
-    if uri.is_empty() || scan::find_byte(uri, b' ').is_some() {
+    if uri.is_empty() || uri_has_space {
         return Err(bad(ErrorKind::BadUri, sp1 + 1));
     }
     Ok(StartLine::Request {
@@ -699,7 +765,7 @@ fn parse_cseq(buf: &Bytes, value: Span) -> Result<CSeq> {
         return Err(bad());
     }
     let m_start = value.start as usize + digits + ws;
-    let method = Method::from_token(&buf.slice(m_start..value.end as usize)).ok_or_else(bad)?;
+    let method = Method::from_buf(buf, m_start..value.end as usize).ok_or_else(bad)?;
     Ok(CSeq { seq, method })
 }
 
