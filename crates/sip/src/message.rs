@@ -276,7 +276,7 @@ impl Message {
             }
             // Usually exactly one space follows the colon.
             let mut value_start = colon + 1;
-            if b.get(value_start) == Some(&b' ') {
+            if value_start < window_end && b[value_start] == b' ' {
                 value_start += 1;
             }
             while value_start < window_end && matches!(b[value_start], b' ' | b'\t') {
@@ -894,6 +894,31 @@ v=0\n";
 
         let e = Message::parse(Bytes::from("INVITE sip:x SIP/3.0\r\n\r\n")).unwrap_err();
         assert_eq!(e.kind, ErrorKind::UnsupportedVersion);
+    }
+
+    #[test]
+    fn a_colon_at_the_edge_of_the_line_limit_is_a_long_line_not_a_panic() {
+        let limits = Limits {
+            max_line_length: 30,
+            ..Limits::DATAGRAM
+        };
+        // The colon is the last byte the scan may look at; a space follows it.
+        for name_len in 26..=33 {
+            let raw = format!(
+                "OPTIONS sip:x SIP/2.0\r\n{}: v\r\n\r\n",
+                "a".repeat(name_len)
+            );
+            let result = Message::parse_with(Bytes::from(raw), &limits);
+            if name_len + 3 <= 30 {
+                assert!(result.is_ok());
+            } else {
+                assert_eq!(
+                    result.unwrap_err().kind,
+                    ErrorKind::LineTooLong { limit: 30 },
+                    "name of {name_len}"
+                );
+            }
+        }
     }
 
     #[test]
