@@ -42,6 +42,17 @@
 //! 200 OKs to INVITE the UAS had to resend (an ACK late or lost). series.csv has one row
 //! per UAC (source `UA1`, ...) and second.
 //!
+//! The printed table adds `2xx win`, the retransmitted 2xx the UACs received in the
+//! window (`uas2xx` is the UAS's count over the whole point, start-up included), and what
+//! the caller-side goodput does not see: `unacked`, 2xx the
+//! UAS gave up on (its ACK never came), and `no 180`, the share of answered calls whose
+//! 180 never reached the caller. The simulator counts a call good only when all five
+//! setup messages got through (the paper's definition, 180 included, which nobody
+//! retransmits); `sluice load` counts it when its ACK went out within 10 s. Without
+//! control the two part: the RE's full queue drops most arrivals, calls still complete
+//! through retransmissions of the INVITE, 200 and ACK, but their 180s are lost, so the
+//! simulator's none collapses where the live one, by the caller's count, may not.
+//!
 //! With `--experiment`, after the live sweep the same experiment runs in the simulator,
 //! scaled to the same capacity (the live mapping above, so both run one configuration),
 //! with the live call holding time, `--sim-duration` seconds a point; `live-vs-sim.svg`
@@ -57,14 +68,13 @@ use std::time::{Duration, Instant};
 use sluice_control::overload::OcAlgorithm;
 use sluice_control::{Algorithm, ControlConfig};
 use sluice_load::shell;
-use sluice_load::{Counts, Hold, SecondRow, Spacing, UacConfig};
+use sluice_load::{Counts, Hold, SecondRow, Spacing, UacConfig, UacSummary};
 use sluice_proxy::{HopRole, ProxyConfig, ProxyReport};
 use sluice_sim::experiment::{Experiment, Kind, Overrides};
 use sluice_sim::{ArrivalProcess, RunReport, Scenario, SourceConfig};
 
 use crate::overload::{self, OverloadArgs, PointResult, Running, Timing};
 use crate::plot::{self, Axes, Series};
-use crate::sipp::CallerRun;
 
 /// The variants a topology sweep runs by default: no feedback, and Shen et al.'s
 /// algorithms over each wire format that can carry them.
@@ -414,7 +424,15 @@ struct PointExtras {
     se_applied: u64,
     se_reduced: u64,
     se_ignored: u64,
-    re_stamped: u64,
+    /// Calls the callers saw answered (2xx), and of those the ones whose 180 reached them
+    /// first (the 180 is never retransmitted: a full RE queue loses it for good).
+    answered: u64,
+    answered_after_180: u64,
+    /// 2xx the UAS gave up on (no ACK in 64*T1).
+    uas_unacked_2xx: u64,
+    /// Retransmitted 2xx the callers received in the window (the UAS counts its own over
+    /// the whole point, start-up included).
+    window_2xx_retransmissions: u64,
     load_average: Option<f64>,
 }
 
@@ -452,7 +470,7 @@ fn run_point(
         ArrivalProcess::Constant => Spacing::Constant,
     };
     let targets: Vec<SocketAddr> = proxies.ses.iter().map(|(a, _)| *a).collect();
-    let runs: Vec<Result<CallerRun, String>> = std::thread::scope(|scope| {
+    let runs: Vec<Result<(Vec<SecondRow>, UacSummary), String>> = std::thread::scope(|scope| {
         let handles: Vec<_> = targets
             .iter()
             .zip(shares)
@@ -474,7 +492,14 @@ fn run_point(
                     cfg.run_token = (u64::from(std::process::id()) << 24)
                         ^ ((x * 1000.0) as u64) << 8
                         ^ i as u64;
-                    overload::run_sluice_uac(socket, cfg)
+                    // Not `CallerRun`: the 180s the callers saw tell the paper's goodput
+                    // (all five setup messages through) from the caller's (ACK sent).
+                    let mut rows = Vec::new();
+                    let run = shell::run_uac(socket, cfg, &shell::Stop::default(), |r| {
+                        rows.push(*r);
+                    })
+                    .map_err(|e| format!("uac: {e}"))?;
+                    Ok((rows, run.summary))
                 })
             })
             .collect();
@@ -492,13 +517,13 @@ fn run_point(
         .join()
         .map_err(|_| "uas thread panicked".to_owned())?
         .map_err(|e| format!("uas: {e}"))?;
-    let runs: Vec<CallerRun> = runs.into_iter().collect::<Result<_, _>>()?;
+    let runs: Vec<(Vec<SecondRow>, UacSummary)> = runs.into_iter().collect::<Result<_, _>>()?;
     let re = re_report.ok_or("the RE did not report")?;
 
     // Rows per second summed over the UACs; the window as in the single-proxy bench.
     let mut rows: Vec<SecondRow> = Vec::new();
-    for run in &runs {
-        for r in &run.rows {
+    for (run_rows, _) in &runs {
+        for r in run_rows {
             match rows.iter_mut().find(|s| s.second == r.second) {
                 Some(s) => {
                     s.counts.accumulate(&r.counts);
@@ -526,7 +551,10 @@ fn run_point(
         se_applied: se_hop.clone().map(|h| h.client.applied).sum(),
         se_reduced: se_hop.clone().map(|h| h.client.rejected_normal).sum(),
         se_ignored: se_hop.map(sluice_proxy::HopStats::feedback_ignored).sum(),
-        re_stamped: re.stats.hop.responses_stamped,
+        answered: runs.iter().map(|r| r.1.pdd_200.count).sum(),
+        answered_after_180: runs.iter().map(|r| r.1.pdd_180.count).sum(),
+        uas_unacked_2xx: uas.summary.unacked_2xx,
+        window_2xx_retransmissions: window.retransmissions_received.ok_invite,
         load_average: load_average(),
     };
     let point = PointResult {
@@ -541,15 +569,15 @@ fn run_point(
         goodput: window.successful as f64 / secs / capacity,
         goodput_cps: window.successful as f64 / secs,
         retrans_ratio: ratio(re.stats.retransmissions_seen(), re.stats.datagrams_in),
-        setup_delay_p50_ms: runs.iter().map(|r| r.setup_p50_ms).fold(None, max_opt),
-        setup_delay_p99_ms: runs.iter().map(|r| r.setup_p99_ms).fold(None, max_opt),
+        setup_delay_p50_ms: runs.iter().map(|r| r.1.setup.p50_ms).fold(None, max_opt),
+        setup_delay_p99_ms: runs.iter().map(|r| r.1.setup.p99_ms).fold(None, max_opt),
         occupancy: Some(re.stats.busy_virtual.as_secs_f64() / re.elapsed.as_secs_f64().max(1e-9)),
         reject_ratio: ratio(window.failed.rejected_503, window.offered),
         calls_offered: window.offered,
         calls_good: window.successful,
         proxy_dropped: Some(re.stats.dropped_queue_full),
-        uac_retransmissions_sent: runs.iter().map(|r| r.retransmissions_sent).sum(),
-        uac_retransmissions_received: runs.iter().map(|r| r.retransmissions_received).sum(),
+        uac_retransmissions_sent: runs.iter().map(|r| r.1.retransmissions_sent).sum(),
+        uac_retransmissions_received: runs.iter().map(|r| r.1.retransmissions_received).sum(),
         uas_2xx_retransmissions: uas.summary.retransmissions_sent_by_type.ok_invite,
         forwarded_calls: Some(uas.summary.invites),
         rejected_calls: Some(extras.se_reduced + re.stats.rejected_policy),
@@ -561,7 +589,7 @@ fn run_point(
             .iter()
             .map(|s| s.name.clone())
             .chain((v.scenario.sources.len()..).map(|i| format!("UA{}", i + 1)))
-            .zip(runs.into_iter().map(|r| r.rows))
+            .zip(runs.into_iter().map(|r| r.0))
             .collect(),
     };
     Ok((point, extras))
@@ -614,16 +642,16 @@ pub fn bench(args: &OverloadArgs) -> Result<(), String> {
     }
     let started = Instant::now();
     println!(
-        "{:<40} {:>5} {:>7} {:>7} {:>6} {:>6} {:>7} {:>8} {:>8} {:>5} {:>6} {:>7} {:>7} {:>6} {:>5}",
+        "{:<40} {:>5} {:>7} {:>7} {:>6} {:>6} {:>7} {:>8} {:>8} {:>5} {:>7} {:>7} {:>7} {:>7} {:>6} {:>7} {:>7} {:>5}",
         "variant", "x", "offered", "goodput", "norm", "reject", "retrans", "setup50", "setup99",
-        "busy", "RE drop", "uas2xx", "fb appl", "fb ign", "load"
+        "busy", "RE drop", "uas2xx", "2xx win", "unacked", "no 180", "fb appl", "fb ign", "load"
     );
     let mut points = Vec::new();
     for v in &plan.variants {
         for &x in &loads {
             let (p, e) = run_point(&plan.name, v, &plan.shares, x, timing)?;
             println!(
-                "{:<40} {:>5} {:>7.0} {:>7.1} {:>6.3} {:>6.3} {:>7.4} {:>8} {:>8} {:>4.0}% {:>6} {:>7} {:>7} {:>6} {:>5}",
+                "{:<40} {:>5} {:>7.0} {:>7.1} {:>6.3} {:>6.3} {:>7.4} {:>8} {:>8} {:>4.0}% {:>7} {:>7} {:>7} {:>7} {:>5.1}% {:>7} {:>7} {:>5}",
                 p.variant,
                 p.x,
                 p.offered_load_measured * p.capacity_cps,
@@ -636,11 +664,13 @@ pub fn bench(args: &OverloadArgs) -> Result<(), String> {
                 p.occupancy.unwrap_or(0.0) * 100.0,
                 p.proxy_dropped.unwrap_or(0),
                 p.uas_2xx_retransmissions,
+                e.window_2xx_retransmissions,
+                e.uas_unacked_2xx,
+                100.0 * (1.0 - e.answered_after_180 as f64 / e.answered.max(1) as f64),
                 e.se_applied,
                 e.se_ignored,
                 e.load_average.map_or("-".into(), |l| format!("{l:.2}")),
             );
-            let _ = (e.se_reduced, e.re_stamped);
             points.push(p);
         }
     }
