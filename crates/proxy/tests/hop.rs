@@ -1,10 +1,12 @@
 //! Hop-by-hop overload control in the proxy core, with fabricated time: the RFC 7339
 //! parameters an SE declares and applies, and those an RE stamps, byte by byte.
 
-use std::fmt::Write as _;
+mod common;
+
 use std::net::SocketAddr;
 
 use bytes::Bytes;
+use common::answer;
 use sluice_proxy::{HopRole, ProxyConfig, ProxyCore, Transmit};
 use sluice_sip::Message;
 use sluice_time::Time;
@@ -39,30 +41,6 @@ fn invite(call: &str, from: &str, via_params: &str) -> String {
          CSeq: 1 INVITE\r\n\
          Content-Length: 0\r\n\r\n"
     )
-}
-
-/// A final response from the next hop to a forwarded request, its top Via edited by `via`.
-fn answer(forwarded: &Transmit, status: u16, via: impl Fn(&str) -> String) -> String {
-    let m = Message::parse(forwarded.payload.clone()).unwrap();
-    let mut out = format!("SIP/2.0 {status} Whatever\r\n");
-    let mut first = true;
-    for h in m.headers() {
-        let name = std::str::from_utf8(h.raw_name).unwrap();
-        let value = String::from_utf8_lossy(h.value);
-        if name.eq_ignore_ascii_case("Via") && first {
-            first = false;
-            let _ = write!(out, "Via: {}\r\n", via(&value));
-        } else if ["Via", "From", "Call-ID", "CSeq"]
-            .iter()
-            .any(|n| n.eq_ignore_ascii_case(name))
-        {
-            let _ = write!(out, "{name}: {value}\r\n");
-        } else if name.eq_ignore_ascii_case("To") {
-            let _ = write!(out, "To: {value};tag=b1\r\n");
-        }
-    }
-    out.push_str("Content-Length: 0\r\n\r\n");
-    out
 }
 
 fn se_config() -> ProxyConfig {

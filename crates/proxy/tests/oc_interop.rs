@@ -5,7 +5,8 @@
 //! feedback stamped on a response to a participating neighbour). Each part is skipped with
 //! a notice when its tool is missing; CI installs both.
 
-use std::fmt::Write as _;
+mod common;
+
 use std::io::Read as _;
 use std::net::{SocketAddr, UdpSocket};
 use std::path::{Path, PathBuf};
@@ -13,6 +14,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use common::{answer, have};
 use sluice_control::overload::OcAlgorithm;
 use sluice_proxy::{HopRole, ProxyConfig, ProxyCore, Transmit};
 use sluice_sip::Message;
@@ -20,15 +22,6 @@ use sluice_time::Time;
 
 fn addr(s: &str) -> SocketAddr {
     s.parse().unwrap()
-}
-
-fn have(tool: &str) -> bool {
-    Command::new(tool)
-        .arg("-v")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok()
 }
 
 fn step(core: &mut ProxyCore, now: Time, bytes: &[u8], from: SocketAddr) -> Vec<Transmit> {
@@ -48,26 +41,6 @@ fn invite(call: &str, from: SocketAddr, via_params: &str) -> String {
          CSeq: 1 INVITE\r\n\
          Content-Length: 0\r\n\r\n"
     )
-}
-
-/// A 200 from the next hop to a forwarded request.
-fn answer(forwarded: &Transmit) -> String {
-    let m = Message::parse(forwarded.payload.clone()).unwrap();
-    let mut out = String::from("SIP/2.0 200 OK\r\n");
-    for h in m.headers() {
-        let name = std::str::from_utf8(h.raw_name).unwrap();
-        let value = String::from_utf8_lossy(h.value);
-        if ["Via", "From", "Call-ID", "CSeq"]
-            .iter()
-            .any(|n| n.eq_ignore_ascii_case(name))
-        {
-            let _ = write!(out, "{name}: {value}\r\n");
-        } else if name.eq_ignore_ascii_case("To") {
-            let _ = write!(out, "To: {value};tag=b1\r\n");
-        }
-    }
-    out.push_str("Content-Length: 0\r\n\r\n");
-    out
 }
 
 /// An INVITE as a sluice SE forwards it to `next`: its own Via declares `oc` and offers
@@ -124,7 +97,12 @@ fn re_response(local: SocketAddr, neighbour: SocketAddr) -> Bytes {
         let Some(fwd) = out.iter().find(|t| t.to == next) else {
             continue;
         };
-        let back = step(&mut core, now, answer(fwd).as_bytes(), next);
+        let back = step(
+            &mut core,
+            now,
+            answer(fwd, 200, str::to_owned).as_bytes(),
+            next,
+        );
         if let Some(t) = back.into_iter().find(|t| t.to == neighbour) {
             last = Some(t.payload);
         }
