@@ -60,10 +60,10 @@
 //! point against a tolerance of 0.1.
 //!
 //! Measured (3 SEs, 300 calls/s, loads 1-10, 20 s points with 5 s warm-up, release build,
-//! two shared cores at load average 2.3-3.3): every feedback variant held goodput at 0.99
+//! two shared cores at load average 2.3-3.3): every feedback variant held goodput at 0.93
 //! to 1.00 except rate-abs as loss at 8x (0.82) and win-disc at 10x (0.86); no control fell
-//! to 0.55 at 10x by the callers' count, with 79 % of its answered calls missing their 180
-//! (the simulator, which needs the 180, gives 0.00). win-cont and win-auto sent no 2xx
+//! to 0.45-0.55 at 10x by the callers' count, with 79 % of its answered calls missing their
+//! 180 (the simulator, which needs the 180, gives 0.00). win-cont and win-auto sent no 2xx
 //! retransmission at any load; rate-abs sent some in the first seconds only (the SEs'
 //! clients start unlimited). Setup p99 at 10x: win-auto (W_0 = 3) 66 ms, win-cont 251 ms
 //! with D_B = 200 ms and 50 ms with D_B = 50 ms. fig21 live vs simulated: 24 of 30 points
