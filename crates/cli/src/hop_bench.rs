@@ -703,7 +703,7 @@ pub fn bench(args: &OverloadArgs) -> Result<(), String> {
         points.len(),
         started.elapsed().as_secs_f64(),
         args.out.display(),
-        overload::file_stem(&plan.name)
+        crate::sim::file_stem(&plan.name)
     );
     if let Some(e) = &plan.experiment {
         compare_with_simulator(args, e, &plan, &loads, &points)?;

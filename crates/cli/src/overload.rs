@@ -48,6 +48,7 @@ use sluice_load::{Hold, SecondRow, UacConfig, UasConfig};
 use sluice_proxy::{Proxy, ProxyConfig, ProxyReport, ShutdownHandle};
 
 use crate::plot::{self, Axes, Series};
+use crate::sim::file_stem;
 use crate::sipp::{CallerRun, SippUac};
 
 /// The sluice variants a sweep runs by default: every local control of the control crate.
@@ -869,19 +870,6 @@ pub fn write_outputs(
         &curve(&|p| p.retrans_ratio),
         None,
     )
-}
-
-pub(crate) fn file_stem(label: &str) -> String {
-    label
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '-' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect()
 }
 
 /// A sweep to run: name, title, variants, loads and the `β` of the `g_opt` curve.

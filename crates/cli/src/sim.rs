@@ -302,7 +302,8 @@ fn write_runs_json(out: &Path, e: &Experiment, reports: &[RunReport]) -> Result<
     write_file(&out.join("runs.jsonl"), &text)
 }
 
-fn file_stem(label: &str) -> String {
+/// A label as a file name: ASCII letters, digits and `-` kept, everything else `_`.
+pub(crate) fn file_stem(label: &str) -> String {
     label
         .chars()
         .map(|c| {
