@@ -119,7 +119,9 @@ pub struct OverloadArgs {
     #[arg(long, default_value = "overload-out")]
     pub out: PathBuf,
     /// Who places the calls: sluice's UAC, SIPp (--sipp-scenario, measured the same way),
-    /// or both, one after the other at every point, with a table of how far they agree.
+    /// both one after the other at every point, or `split`: both in the same run, each
+    /// offering half the load to the one proxy, so both see the same overload; `both` and
+    /// `split` end with a table of how far they agree.
     #[arg(long, value_enum, default_value_t = Caller::Sluice)]
     pub generator: Caller,
     /// SIPp's UAC scenario for --generator sipp|both: it must time setup as rtd 1 and split
@@ -143,6 +145,11 @@ pub enum Caller {
     Sluice,
     Sipp,
     Both,
+    /// sluice's UAC and SIPp at once, half the offered load each. A collapsing proxy
+    /// oscillates over tens of seconds, so two runs of one generator differ by more than
+    /// the generators do; in one run both callers meet the same queue at the same moments,
+    /// and what is left between their numbers is how they count.
+    Split,
 }
 
 /// One proxy setting of a sweep.
@@ -326,6 +333,7 @@ impl Callers<'_> {
             Caller::Sluice => &[Caller::Sluice],
             Caller::Sipp => &[Caller::Sipp],
             Caller::Both => &[Caller::Sluice, Caller::Sipp],
+            Caller::Split => &[Caller::Split],
         }
     }
 }
@@ -364,22 +372,23 @@ pub fn sweep(
     for v in variants {
         for &x in loads {
             for &caller in callers.each() {
-                let p = run_point(name, v, x, timing, caller, callers.sipp_scenario)?;
-                println!(
-                    "{:<16} {:>5} {:>8.0} {:>8.1} {:>8.3} {:>8.3} {:>8.4} {:>9} {:>9} {:>6}",
-                    p.variant,
-                    p.x,
-                    p.offered_load_measured * p.capacity_cps,
-                    p.goodput_cps,
-                    p.goodput,
-                    p.reject_ratio,
-                    p.retrans_ratio,
-                    ms(p.setup_delay_p50_ms),
-                    ms(p.setup_delay_p99_ms),
-                    p.occupancy
-                        .map_or("-".into(), |o| format!("{:.0}%", o * 100.0)),
-                );
-                out.push(p);
+                for p in run_point(name, v, x, timing, caller, callers.sipp_scenario)? {
+                    println!(
+                        "{:<16} {:>5} {:>8.0} {:>8.1} {:>8.3} {:>8.3} {:>8.4} {:>9} {:>9} {:>6}",
+                        p.variant,
+                        p.x,
+                        p.offered_load_measured * p.capacity_cps,
+                        p.goodput_cps,
+                        p.goodput,
+                        p.reject_ratio,
+                        p.retrans_ratio,
+                        ms(p.setup_delay_p50_ms),
+                        ms(p.setup_delay_p99_ms),
+                        p.occupancy
+                            .map_or("-".into(), |o| format!("{:.0}%", o * 100.0)),
+                    );
+                    out.push(p);
+                }
             }
         }
     }
@@ -532,12 +541,8 @@ fn run_point(
     timing: Timing,
     caller: Caller,
     sipp_scenario: &Path,
-) -> Result<PointResult, String> {
-    let Timing {
-        duration,
-        warmup,
-        hold,
-    } = timing;
+) -> Result<Vec<PointResult>, String> {
+    let Timing { duration, hold, .. } = timing;
     let capacity = v.capacity();
     if !capacity.is_finite() {
         return Err(format!("{}: no emulated capacity", v.label));
@@ -564,17 +569,31 @@ fn run_point(
         Running::Sluice { .. } => None,
     };
     let wall0 = Instant::now();
-    let uac = match caller {
-        Caller::Sipp => SippUac {
+    let sipp = |rate: f64| {
+        SippUac {
             scenario: sipp_scenario,
             target: proxy_addr,
             rate,
             duration,
             hold,
-            budget: duration + drain + 30.0,
+            budget,
         }
-        .run(),
-        _ => sluice_uac(proxy_addr, rate, duration, hold, drain, x),
+        .run()
+    };
+    let runs: Vec<(Caller, Result<CallerRun, String>)> = match caller {
+        Caller::Sipp => vec![(Caller::Sipp, sipp(rate))],
+        Caller::Split => std::thread::scope(|s| {
+            let theirs = s.spawn(|| sipp(rate / 2.0));
+            let ours = sluice_uac(proxy_addr, rate / 2.0, duration, hold, drain, x);
+            let theirs = theirs
+                .join()
+                .unwrap_or_else(|_| Err("sipp thread panicked".into()));
+            vec![(Caller::Sluice, ours), (Caller::Sipp, theirs)]
+        }),
+        Caller::Sluice | Caller::Both => vec![(
+            Caller::Sluice,
+            sluice_uac(proxy_addr, rate, duration, hold, drain, x),
+        )],
     };
     let cpu = match &running {
         Running::Command(c) => crate::load::process_tree_cpu(c.id())
@@ -596,9 +615,56 @@ fn run_point(
         .join()
         .map_err(|_| "uas thread panicked".to_owned())?
         .map_err(|e| format!("uas: {e}"))?;
-    let uac = uac?;
-    let rows = uac.rows;
+    let occupancy = match &report {
+        Some(r) => Some(r.stats.busy_virtual.as_secs_f64() / r.elapsed.as_secs_f64().max(1e-9)),
+        None => cpu.map(|c| c / wall.max(1e-9)),
+    };
+    let share = 1.0 / runs.len() as f64;
+    let mut points = Vec::new();
+    for (i, (who, uac)) in runs.into_iter().enumerate() {
+        let shared = Shared {
+            share,
+            uas: &uas.summary,
+            report: report.as_ref(),
+            occupancy,
+            owns_proxy_counters: i == 0,
+            proxy_cpu,
+        };
+        points.push(point_result(name, v, x, timing, who, uac?, &shared));
+    }
+    Ok(points)
+}
 
+/// What the callers of one point share: the proxy and the UAS. With two callers each gets
+/// `share` of the offered load; the UAS's messages are split in that proportion.
+struct Shared<'a> {
+    share: f64,
+    uas: &'a sluice_load::UasCounts,
+    /// Whether this caller's point carries the proxy's counters (forwarded and rejected
+    /// calls, CPU time): one caller per point does, so a fit over the points counts them once.
+    owns_proxy_counters: bool,
+    report: Option<&'a ProxyReport>,
+    occupancy: Option<f64>,
+    proxy_cpu: Option<f64>,
+}
+
+/// One caller's result at a point: its rows over the window, normalised by its share of
+/// the capacity.
+fn point_result(
+    name: &str,
+    v: &Variant,
+    x: f64,
+    timing: Timing,
+    caller: Caller,
+    uac: CallerRun,
+    shared: &Shared<'_>,
+) -> PointResult {
+    let Timing {
+        duration, warmup, ..
+    } = timing;
+    let capacity = v.capacity() * shared.share;
+    let uas = shared.uas;
+    let rows = uac.rows;
     // The window: rows (seconds) after the warm-up, up to the end of arrivals.
     let first = warmup.ceil() as u64 + 1;
     let last = duration.floor() as u64;
@@ -617,18 +683,17 @@ fn run_point(
     // Messages that reached the proxy: what the UAC and the UAS sent. The UAS's own
     // retransmissions are counted over the whole point (its counters are not per second).
     let point_fraction = secs / uac.duration_s.max(1e-9);
-    let sent_window = (uac.messages_sent + uas.summary.messages_sent) as f64 * point_fraction;
-    let uas_retrans = uas.summary.retransmissions_sent as f64 * point_fraction;
+    let uas_sent = uas.messages_sent as f64 * shared.share;
+    let sent_window = (uac.messages_sent as f64 + uas_sent) * point_fraction;
+    let uas_retrans = uas.retransmissions_sent as f64 * shared.share * point_fraction;
     let retrans_ratio = if sent_window > 0.0 {
         (retrans as f64 + uas_retrans) / sent_window
     } else {
         0.0
     };
-    let occupancy = match &report {
-        Some(r) => Some(r.stats.busy_virtual.as_secs_f64() / r.elapsed.as_secs_f64().max(1e-9)),
-        None => cpu.map(|c| c / wall.max(1e-9)),
-    };
-    Ok(PointResult {
+    let report = shared.report;
+    let proxy_report = report.filter(|_| shared.owns_proxy_counters);
+    PointResult {
         experiment: name.to_owned(),
         variant: match caller {
             Caller::Sipp => format!("{} (SIPp)", v.label),
@@ -648,7 +713,7 @@ fn run_point(
         retrans_ratio,
         setup_delay_p50_ms: uac.setup_p50_ms,
         setup_delay_p99_ms: uac.setup_p99_ms,
-        occupancy,
+        occupancy: shared.occupancy,
         reject_ratio: if offered > 0 {
             rejected as f64 / offered as f64
         } else {
@@ -656,16 +721,16 @@ fn run_point(
         },
         calls_offered: offered,
         calls_good: good,
-        proxy_dropped: report.as_ref().map(|r| r.stats.dropped_queue_full),
+        proxy_dropped: report.map(|r| r.stats.dropped_queue_full),
         uac_retransmissions_sent: uac.retransmissions_sent,
         uac_retransmissions_received: uac.retransmissions_received,
-        uas_2xx_retransmissions: uas.summary.retransmissions_sent,
-        forwarded_calls: report.as_ref().map(|_| uas.summary.invites),
-        rejected_calls: report.as_ref().map(|r| r.stats.rejected_policy),
-        proxy_cpu_s: report.as_ref().and(proxy_cpu),
+        uas_2xx_retransmissions: uas.retransmissions_sent,
+        forwarded_calls: proxy_report.map(|_| uas.invites),
+        rejected_calls: proxy_report.map(|r| r.stats.rejected_policy),
+        proxy_cpu_s: proxy_report.and(shared.proxy_cpu),
         rows,
         per_source: Vec::new(),
-    })
+    }
 }
 
 /// `sluice load uac` at `rate` through `target` for one point, as a [`CallerRun`].
@@ -1016,7 +1081,7 @@ pub fn bench_overload(args: &OverloadArgs) -> Result<(), String> {
     };
     let points = sweep(&name, &variants, &loads, timing, callers)?;
     report_beta(&points, beta);
-    if args.generator == Caller::Both {
+    if matches!(args.generator, Caller::Both | Caller::Split) {
         print_agreement(&points);
     }
     write_outputs(&args.out, &name, &title, &points, Some(beta))?;

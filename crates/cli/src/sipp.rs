@@ -206,6 +206,9 @@ fn parse_stat(text: &str) -> Result<CallerRun, String> {
     };
     let mut run = CallerRun::default();
     let mut prev = [0u64; 7];
+    // SIPp writes a last row when it exits, usually within the second of the periodic row
+    // before it: rows falling on one second are summed, so a second is never counted twice.
+    let mut per_second: Vec<(u64, [u64; 7])> = Vec::new();
     for row in &rows {
         let Some(t) = row.get(elapsed).and_then(|v| elapsed_s(v)) else {
             continue;
@@ -219,16 +222,27 @@ fn parse_stat(text: &str) -> Result<CallerRun, String> {
             num(row, good),
             num(row, slow),
         ];
-        let d: Vec<u64> = now
-            .iter()
-            .zip(prev)
-            .map(|(n, p)| n.saturating_sub(p))
-            .collect();
+        let mut d = [0u64; 7];
+        for (k, slot) in d.iter_mut().enumerate() {
+            *slot = now[k].saturating_sub(prev[k]);
+        }
         prev = now;
+        run.duration_s = t;
+        run.retransmissions_sent = now[4];
         let second = t.round() as u64;
         if second == 0 {
             continue;
         }
+        match per_second.last_mut() {
+            Some((s, acc)) if *s == second => {
+                for (a, x) in acc.iter_mut().zip(d) {
+                    *a += x;
+                }
+            }
+            _ => per_second.push((second, d)),
+        }
+    }
+    for (second, d) in per_second {
         let mut counts = Counts {
             offered: d[0],
             completed: d[1],
@@ -247,8 +261,6 @@ fn parse_stat(text: &str) -> Result<CallerRun, String> {
             pdd_p99_ms: None,
             in_progress: 0,
         });
-        run.duration_s = t;
-        run.retransmissions_sent = now[4];
     }
     Ok(run)
 }
@@ -360,6 +372,22 @@ x;00:00:00;0;0;0;0;0;;0;0;\n\
 x;00:00:01;600;35;0;0;51;;148;0;\n\
 x;00:00:02;1202;134;0;0;801;;292;0;\n\
 x;00:00:13;7828;791;2;1;20565;;1780;47;\n";
+
+    #[test]
+    fn the_exit_row_in_the_same_second_is_added_to_that_second() {
+        // SIPp's periodic row at 20.0 s and its exit row at 20.3 s round to one second.
+        let stat = format!(
+            "{}x;00:00:20:000000;2400;2300;0;0;10;;2300;0;\nx;00:00:20:300000;2520;2410;0;0;12;;2410;0;\n",
+            STAT.lines().next().unwrap().to_owned() + "\n"
+        );
+        let run = parse_stat(&stat).unwrap();
+        assert_eq!(run.rows.len(), 1, "one row per second: {:?}", run.rows);
+        let r = &run.rows[0];
+        assert_eq!(r.second, 20);
+        assert_eq!(r.counts.offered, 2520);
+        assert_eq!(r.counts.successful, 2410);
+        assert_eq!(r.counts.retransmissions_sent.invite, 12);
+    }
 
     #[test]
     fn stat_rows_are_per_second_differences_of_the_cumulative_counters() {
