@@ -78,13 +78,14 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use sluice_control::overload::OcAlgorithm;
-use sluice_control::{Algorithm, ControlConfig};
+use sluice_control::{Algorithm, ControlConfig, Fairness};
 use sluice_load::shell;
 use sluice_load::{Counts, Hold, SecondRow, Spacing, UacConfig, UacSummary};
 use sluice_proxy::{HopRole, ProxyConfig, ProxyReport};
 use sluice_sim::experiment::{Experiment, Kind, Overrides};
 use sluice_sim::{ArrivalProcess, RunReport, Scenario, SourceConfig};
 
+use crate::hop_dynamic::{self, Dynamic};
 use crate::overload::{self, OverloadArgs, PointResult, Running, Timing};
 use crate::plot::{self, Axes, Series};
 
@@ -258,6 +259,8 @@ struct Plan {
     /// Each source's share of the offered load (one UAC and SE per source).
     shares: Vec<f64>,
     experiment: Option<Experiment>,
+    /// A dynamic experiment's schedules: one run per variant, each UAC on its schedule.
+    dynamic: Option<Dynamic>,
 }
 
 fn plan(args: &OverloadArgs) -> Result<Plan, String> {
@@ -287,16 +290,22 @@ fn plan(args: &OverloadArgs) -> Result<Plan, String> {
             loads: DEFAULT_LOADS.to_vec(),
             shares: vec![1.0; ses],
             experiment: None,
+            dynamic: None,
         });
     };
     let e = read_experiment(path)?;
-    if e.kind == Kind::Dynamic {
-        return Err(format!(
-            "{}: a dynamic experiment (load schedules) is not in the live topology yet",
-            e.name
-        ));
-    }
-    if e.x_name != "offered_load" {
+    let dynamic = if e.kind == Kind::Dynamic {
+        if args.ses.is_some() {
+            return Err(format!(
+                "{}: a dynamic experiment has one SE per source of its schedule; no --ses",
+                e.name
+            ));
+        }
+        Some(Dynamic::from_experiment(&e, args.time_scale)?)
+    } else {
+        None
+    };
+    if dynamic.is_none() && e.x_name != "offered_load" {
         return Err(format!(
             "{}: the live topology sweeps offered load, not {}",
             e.name, e.x_name
@@ -328,6 +337,9 @@ fn plan(args: &OverloadArgs) -> Result<Plan, String> {
     if shares.is_empty() || shares.iter().any(|s| !(*s >= 0.0 && s.is_finite())) {
         return Err(format!("{}: the sources need shares >= 0", e.name));
     }
+    if let Some(d) = &dynamic {
+        loads = vec![d.peak_load()];
+    }
     Ok(Plan {
         name: e.name.clone(),
         title: format!("{} (live, {} SEs)", e.title, shares.len()),
@@ -335,6 +347,7 @@ fn plan(args: &OverloadArgs) -> Result<Plan, String> {
         loads,
         shares,
         experiment: Some(e),
+        dynamic,
     })
 }
 
@@ -408,6 +421,8 @@ fn start_proxies(
         if let Some(w) = v.wire {
             se.overload.role = HopRole::Se;
             se.overload.client.algorithms = vec![w];
+            // Double feed: the SE sends its offered load forward (`sluice-ff`).
+            se.overload.client.feed_forward = v.scenario.control.fairness == Fairness::UserCentric;
             se.overload.seed = i as u64 + 1;
         }
         match overload::start_sluice_on(se, addr, re_addr, budget) {
@@ -455,6 +470,7 @@ fn run_point(
     shares: &[f64],
     x: f64,
     timing: Timing,
+    dynamic: Option<&Dynamic>,
 ) -> Result<(PointResult, PointExtras), String> {
     let Timing {
         duration,
@@ -494,6 +510,9 @@ fn run_point(
                     let local = socket.local_addr().map_err(|e| e.to_string())?;
                     let rate = x * capacity * share / total_share.max(1e-12);
                     let mut cfg = UacConfig::new(local, target, rate);
+                    if let Some(d) = dynamic {
+                        cfg.schedule = d.schedule(i, capacity)?;
+                    }
                     cfg.duration = Some(Duration::from_secs_f64(duration));
                     cfg.hold = Hold::Constant(Duration::from_secs_f64(hold.max(0.0)));
                     cfg.drain_timeout = Duration::from_secs_f64(drain);
@@ -636,6 +655,9 @@ pub fn bench(args: &OverloadArgs) -> Result<(), String> {
     if plan.variants.is_empty() {
         return Err("nothing to run: no --variants".into());
     }
+    if plan.dynamic.is_some() && args.loads.is_some() {
+        return Err("a dynamic experiment's loads come from its schedules; no --loads".into());
+    }
     let loads = args.loads.clone().unwrap_or_else(|| plan.loads.clone());
     if loads.is_empty() || loads.iter().any(|l| !(*l > 0.0 && l.is_finite())) {
         return Err("--loads must be positive numbers".into());
@@ -645,10 +667,18 @@ pub fn bench(args: &OverloadArgs) -> Result<(), String> {
     {
         return Err("need --duration > 0 and 0 <= --warmup < --duration".into());
     }
-    let timing = Timing {
-        duration: args.duration,
-        warmup,
-        hold: args.hold,
+    let timing = match &plan.dynamic {
+        // One run through the whole schedule; the summary row covers all of it.
+        Some(d) => Timing {
+            duration: d.duration,
+            warmup: 0.0,
+            hold: args.hold,
+        },
+        None => Timing {
+            duration: args.duration,
+            warmup,
+            hold: args.hold,
+        },
     };
     let sources = plan.shares.len();
     for v in &plan.variants {
@@ -672,7 +702,14 @@ pub fn bench(args: &OverloadArgs) -> Result<(), String> {
     let mut points = Vec::new();
     for v in &plan.variants {
         for &x in &loads {
-            let (p, e) = run_point(&plan.name, v, &plan.shares, x, timing)?;
+            let (p, e) = run_point(
+                &plan.name,
+                v,
+                &plan.shares,
+                x,
+                timing,
+                plan.dynamic.as_ref(),
+            )?;
             println!(
                 "{:<w$} {:>5} {:>7.0} {:>7.1} {:>6.3} {:>6.3} {:>7.4} {:>8} {:>8} {:>4.0}% {:>7} {:>7} {:>7} {:>7} {:>5.1}% {:>7} {:>7} {:>5}",
                 p.variant,
@@ -705,7 +742,19 @@ pub fn bench(args: &OverloadArgs) -> Result<(), String> {
         args.out.display(),
         crate::sim::file_stem(&plan.name)
     );
-    if let Some(e) = &plan.experiment {
+    if let Some(d) = &plan.dynamic {
+        let runs: Vec<(&PointResult, Fairness)> = points
+            .iter()
+            .zip(&plan.variants)
+            .map(|(p, v)| (p, v.scenario.control.fairness))
+            .collect();
+        let missed = hop_dynamic::report(&args.out, &plan.name, d, &runs)?;
+        println!(
+            "\n{missed} overloaded phase(s) with a source more than {} from its promised share; phases.csv and one SVG per variant in {}",
+            hop_dynamic::SHARE_TOLERANCE,
+            args.out.display()
+        );
+    } else if let Some(e) = &plan.experiment {
         compare_with_simulator(args, e, &plan, &loads, &points)?;
     }
     Ok(())

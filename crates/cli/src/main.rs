@@ -6,6 +6,7 @@ use clap::{Parser, Subcommand};
 
 mod bench;
 mod hop_bench;
+mod hop_dynamic;
 mod load;
 mod overload;
 mod plot;

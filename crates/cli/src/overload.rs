@@ -133,6 +133,11 @@ pub struct OverloadArgs {
     /// --experiment are hop-by-hop (e.g. `rate-abs/rate`, `win-disc`).
     #[arg(long)]
     pub ses: Option<usize>,
+    /// A dynamic experiment (load schedules, e.g. shen2008-fig27-31) in the topology: its
+    /// schedule's times are multiplied by this (0.25 runs the 1600 s pattern in 400 s);
+    /// SIP's timers are not scaled.
+    #[arg(long, default_value_t = 1.0)]
+    pub time_scale: f64,
     /// Topology with --experiment: simulated seconds per point of the simulator's run of
     /// the same experiment (the first fifth is warm-up).
     #[arg(long, default_value_t = 100.0)]
