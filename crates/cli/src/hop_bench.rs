@@ -599,6 +599,7 @@ fn run_point(
         capacity_cps: capacity,
         goodput: window.successful as f64 / secs / capacity,
         goodput_cps: window.successful as f64 / secs,
+        goodput_with_180: Some(window.successful_with_180 as f64 / secs / capacity),
         retrans_ratio: ratio(re.stats.retransmissions_seen(), re.stats.datagrams_in),
         setup_delay_p50_ms: runs.iter().map(|r| r.1.setup.p50_ms).fold(None, max_opt),
         setup_delay_p99_ms: runs.iter().map(|r| r.1.setup.p99_ms).fold(None, max_opt),
@@ -695,8 +696,8 @@ pub fn bench(args: &OverloadArgs) -> Result<(), String> {
     let w = label_width(&plan);
     let started = Instant::now();
     println!(
-        "{:<w$} {:>5} {:>7} {:>7} {:>6} {:>6} {:>7} {:>8} {:>8} {:>5} {:>7} {:>7} {:>7} {:>7} {:>6} {:>7} {:>7} {:>5}",
-        "variant", "x", "offered", "goodput", "norm", "reject", "retrans", "setup50", "setup99",
+        "{:<w$} {:>5} {:>7} {:>7} {:>6} {:>6} {:>6} {:>7} {:>8} {:>8} {:>5} {:>7} {:>7} {:>7} {:>7} {:>6} {:>7} {:>7} {:>5}",
+        "variant", "x", "offered", "goodput", "norm", "w/180", "reject", "retrans", "setup50", "setup99",
         "busy", "RE drop", "uas2xx", "2xx win", "unacked", "no 180", "fb appl", "fb ign", "load"
     );
     let mut points = Vec::new();
@@ -711,12 +712,13 @@ pub fn bench(args: &OverloadArgs) -> Result<(), String> {
                 plan.dynamic.as_ref(),
             )?;
             println!(
-                "{:<w$} {:>5} {:>7.0} {:>7.1} {:>6.3} {:>6.3} {:>7.4} {:>8} {:>8} {:>4.0}% {:>7} {:>7} {:>7} {:>7} {:>5.1}% {:>7} {:>7} {:>5}",
+                "{:<w$} {:>5} {:>7.0} {:>7.1} {:>6.3} {:>6.3} {:>6.3} {:>7.4} {:>8} {:>8} {:>4.0}% {:>7} {:>7} {:>7} {:>7} {:>5.1}% {:>7} {:>7} {:>5}",
                 p.variant,
                 p.x,
                 p.offered_load_measured * p.capacity_cps,
                 p.goodput_cps,
                 p.goodput,
+                p.goodput_with_180.unwrap_or(0.0),
                 p.reject_ratio,
                 p.retrans_ratio,
                 overload::ms(p.setup_delay_p50_ms),

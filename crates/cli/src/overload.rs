@@ -279,6 +279,11 @@ pub struct PointResult {
     pub capacity_cps: f64,
     pub goodput: f64,
     pub goodput_cps: f64,
+    /// Normalised goodput by Shen et al.'s rule, as far as the caller sees it: of the
+    /// calls set up within 10 s, those whose 180 reached the caller (the simulator's
+    /// goodput needs all five setup messages, and nobody retransmits a 180). `None` where
+    /// the caller does not report it (SIPp).
+    pub goodput_with_180: Option<f64>,
     /// Retransmissions the UAC and UAS sent / all messages they sent (what reached the
     /// proxy), over the window.
     pub retrans_ratio: f64,
@@ -680,6 +685,7 @@ fn point_result(
     let secs = window.len().max(1) as f64;
     let offered: u64 = window.iter().map(|r| r.counts.offered).sum();
     let good: u64 = window.iter().map(|r| r.counts.successful).sum();
+    let good_with_180: u64 = window.iter().map(|r| r.counts.successful_with_180).sum();
     let rejected: u64 = window.iter().map(|r| r.counts.failed.rejected_503).sum();
     let retrans: u64 = window
         .iter()
@@ -715,6 +721,7 @@ fn point_result(
         capacity_cps: capacity,
         goodput: good as f64 / secs / capacity,
         goodput_cps: good as f64 / secs,
+        goodput_with_180: (caller != Caller::Sipp).then(|| good_with_180 as f64 / secs / capacity),
         retrans_ratio,
         setup_delay_p50_ms: uac.setup_p50_ms,
         setup_delay_p99_ms: uac.setup_p99_ms,
@@ -829,13 +836,13 @@ pub fn write_outputs(
 ) -> Result<(), String> {
     fs::create_dir_all(out).map_err(|e| format!("{}: {e}", out.display()))?;
     let mut csv = String::from(
-        "experiment,variant,algorithm,seed,x,offered_load,goodput,goodput_cps,retrans_ratio,setup_delay_p50_ms,setup_delay_p99_ms,occupancy,reject_ratio,offered_load_measured,calls_offered,calls_good,re_queue_mean,re_dropped,capacity_cps,uac_retrans_sent,uas_2xx_retrans\n",
+        "experiment,variant,algorithm,seed,x,offered_load,goodput,goodput_cps,retrans_ratio,setup_delay_p50_ms,setup_delay_p99_ms,occupancy,reject_ratio,offered_load_measured,calls_offered,calls_good,re_queue_mean,re_dropped,capacity_cps,uac_retrans_sent,uas_2xx_retrans,goodput_with_180\n",
     );
     let o = |v: Option<f64>, prec: usize| v.map_or(String::new(), |v| format!("{v:.prec$}"));
     for p in points {
         let _ = writeln!(
             csv,
-            "{},{},{},0,{},{:.3},{:.4},{:.3},{:.4},{},{},{},{:.4},{:.4},{},{},,{},{:.1},{},{}",
+            "{},{},{},0,{},{:.3},{:.4},{:.3},{:.4},{},{},{},{:.4},{:.4},{},{},,{},{:.1},{},{},{}",
             csv_field(&p.experiment),
             csv_field(&p.variant),
             p.algorithm,
@@ -855,6 +862,7 @@ pub fn write_outputs(
             p.capacity_cps,
             p.uac_retransmissions_sent,
             p.uas_2xx_retransmissions,
+            o(p.goodput_with_180, 4),
         );
     }
     write(&out.join("summary.csv"), &csv)?;

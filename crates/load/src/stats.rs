@@ -224,6 +224,11 @@ pub struct Counts {
     pub offered: u64,
     /// Calls whose ACK went out within the setup limit (goodput).
     pub successful: u64,
+    /// Of `successful`, calls whose 180 reached the caller before their 2xx. Shen et al.
+    /// count a call only when all five setup messages (INVITE, 100, 180, 200, ACK) got
+    /// through within the limit; from the caller's side that is this count (the 100 is
+    /// hop-by-hop, and the ACK's arrival is the UAS's to see).
+    pub successful_with_180: u64,
     pub failed: Failures,
     /// Calls not started because the in-progress limit or the transaction table was full.
     pub refused: u64,
@@ -237,6 +242,7 @@ impl Counts {
     pub fn accumulate(&mut self, o: &Counts) {
         self.offered += o.offered;
         self.successful += o.successful;
+        self.successful_with_180 += o.successful_with_180;
         self.failed.accumulate(&o.failed);
         self.refused += o.refused;
         self.completed += o.completed;
@@ -264,14 +270,14 @@ impl SecondRow {
         "time_s,offered,successful,failed,failed_503,failed_timeout,\
 failed_other,failed_transport,failed_slow_setup,failed_bye,refused,completed,retrans_sent,\
 retrans_invite,retrans_bye,retrans_2xx,retrans_ack,retrans_response,retrans_received,\
-pdd_p50_ms,pdd_p99_ms,in_progress";
+pdd_p50_ms,pdd_p99_ms,in_progress,successful_with_180";
 
     pub fn csv(&self) -> String {
         let c = &self.counts;
         let s = &c.retransmissions_sent;
         let opt = |v: Option<f64>| v.map_or(String::new(), |v| format!("{v:.3}"));
         format!(
-            "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
+            "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
             self.second,
             c.offered,
             c.successful,
@@ -293,7 +299,8 @@ pdd_p50_ms,pdd_p99_ms,in_progress";
             c.retransmissions_received.total(),
             opt(self.pdd_p50_ms),
             opt(self.pdd_p99_ms),
-            self.in_progress
+            self.in_progress,
+            c.successful_with_180
         )
     }
 }

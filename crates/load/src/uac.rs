@@ -481,6 +481,7 @@ impl Uac {
                 let (ack, bye) = self.dialog_requests(n, response);
                 let call = self.calls.get_mut(&n).expect("looked up above");
                 call.phase = Phase::Established;
+                let seen_180 = call.seen_180;
                 call.ack = Some(ack.clone());
                 call.bye = Some(bye);
                 self.send_ack(ack, false);
@@ -489,6 +490,9 @@ impl Uac {
                 self.setup.record(setup);
                 if setup <= self.cfg.setup_limit {
                     self.second.successful += 1;
+                    if seen_180 {
+                        self.second.successful_with_180 += 1;
+                    }
                 } else {
                     self.second.failed.slow_setup += 1;
                 }
@@ -660,6 +664,7 @@ impl Uac {
                 .as_secs_f64(),
             offered: counts.offered,
             successful: counts.successful,
+            successful_with_180: counts.successful_with_180,
             failed: counts.failed.total(),
             failures: counts.failed,
             refused: counts.refused,
@@ -697,6 +702,8 @@ pub struct UacSummary {
     pub duration_s: f64,
     pub offered: u64,
     pub successful: u64,
+    /// Of `successful`, the calls whose 180 reached the caller (see [`Counts`]).
+    pub successful_with_180: u64,
     /// Calls that failed to set up (the causes in `failures`; BYE failures not included).
     pub failed: u64,
     pub failures: crate::stats::Failures,

@@ -96,6 +96,7 @@ fn calls_complete_without_failures_or_retransmissions() {
     let p50 = s.pdd_200.p50_ms.unwrap();
     assert!((4.0..4.01).contains(&p50), "{p50}");
     assert_eq!(s.pdd_180.count, 1000);
+    assert_eq!(s.successful_with_180, 1000);
     // At most 300 ms / 5 ms = 60 calls plus a few in flight overlap.
     assert!(
         (60..70).contains(&s.peak_in_progress),
@@ -128,6 +129,14 @@ fn lost_responses_are_retransmitted_and_counted_by_type() {
     let s = uac.summary();
     assert_eq!((s.offered, s.successful, s.failed), (200, 200, 0));
     assert_eq!(s.completed + s.failures.bye, 200);
+    // A lost 180 is gone for good (nothing retransmits it once the 100 stopped the INVITE's
+    // retransmissions): those calls are good by the caller's count, not by Shen et al.'s.
+    assert_eq!(s.successful_with_180, s.pdd_180.count);
+    assert!(
+        (150..200).contains(&s.successful_with_180),
+        "{}",
+        s.successful_with_180
+    );
     let u = uas.counts();
     // A lost 200 (INVITE) is retransmitted by the UAS; a lost 200 (BYE) makes the UAC
     // retransmit the BYE, which the UAS's transaction answers again.
