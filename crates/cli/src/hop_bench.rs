@@ -228,8 +228,22 @@ pub fn variant(label: &str, sc: Scenario, wire: Option<OcAlgorithm>) -> Result<H
     })
 }
 
+/// Sets D_B of the algorithms that have one (`None`: leave the scenario's).
+fn set_budget_delay(sc: &mut Scenario, ms: Option<u64>) {
+    if let Some(ms) = ms {
+        let d = Duration::from_millis(ms);
+        sc.control.win_disc.budget_delay = d;
+        sc.control.win_cont.budget_delay = d;
+        sc.control.rate_abs.budget_delay = d;
+    }
+}
+
 /// `ALGORITHM[/WIRE]` on the default (Shen et al.) scenario.
-fn variant_from_spec(spec: &str, capacity: f64) -> Result<HopVariant, String> {
+fn variant_from_spec(
+    spec: &str,
+    capacity: f64,
+    budget_delay_ms: Option<u64>,
+) -> Result<HopVariant, String> {
     let (name, wire) = match spec.split_once('/') {
         Some((n, w)) => (
             n,
@@ -247,6 +261,7 @@ fn variant_from_spec(spec: &str, capacity: f64) -> Result<HopVariant, String> {
         ..Scenario::default()
     };
     scale_scenario(&mut sc, capacity);
+    set_budget_delay(&mut sc, budget_delay_ms);
     variant(spec, sc, wire)
 }
 
@@ -281,7 +296,7 @@ fn plan(args: &OverloadArgs) -> Result<Plan, String> {
         };
         let mut variants = Vec::new();
         for s in specs.iter().filter(|s| !s.is_empty()) {
-            variants.push(variant_from_spec(s, args.capacity)?);
+            variants.push(variant_from_spec(s, args.capacity, args.budget_delay_ms)?);
         }
         return Ok(Plan {
             name: "live-hop".into(),
@@ -330,6 +345,7 @@ fn plan(args: &OverloadArgs) -> Result<Plan, String> {
             sc.sources = equal_sources(ses);
         }
         shares = sc.sources.iter().map(|s| s.share).collect();
+        set_budget_delay(&mut sc, args.budget_delay_ms);
         let mut v = variant(&p.variant, sc, None)?;
         v.experiment_label = Some(p.variant.clone());
         variants.push(v);

@@ -133,6 +133,11 @@ pub struct OverloadArgs {
     /// --experiment are hop-by-hop (e.g. `rate-abs/rate`, `win-disc`).
     #[arg(long)]
     pub ses: Option<usize>,
+    /// Topology: the RE's queueing-delay budget D_B for win-disc, win-cont and rate-abs,
+    /// milliseconds (default: the variant's, Table 2's 200 ms). The RE lets its queue hold
+    /// about this much work, so it bounds the setup delay the feedback aims for.
+    #[arg(long)]
+    pub budget_delay_ms: Option<u64>,
     /// A dynamic experiment (load schedules, e.g. shen2008-fig27-31) in the topology: its
     /// schedule's times are multiplied by this (0.25 runs the 1600 s pattern in 400 s);
     /// SIP's timers are not scaled.
