@@ -772,6 +772,15 @@ pub fn bench(args: &OverloadArgs) -> Result<(), String> {
             hop_dynamic::SHARE_TOLERANCE,
             args.out.display()
         );
+        let scenarios: Vec<Scenario> = plan.variants.iter().map(|v| v.scenario.clone()).collect();
+        hop_dynamic::compare_with_simulator(
+            &args.out,
+            d,
+            args.time_scale,
+            args.hold,
+            &scenarios,
+            &runs,
+        )?;
     } else if let Some(e) = &plan.experiment {
         compare_with_simulator(args, e, &plan, &loads, &points)?;
     }

@@ -20,6 +20,7 @@ use std::path::Path;
 use sluice_control::Fairness;
 use sluice_load::Schedule;
 use sluice_sim::experiment::Experiment;
+use sluice_sim::{RunReport, Scenario};
 
 use crate::overload::{self, PointResult};
 use crate::plot::{self, Axes, Series};
@@ -391,6 +392,112 @@ fn plot_variant(out: &Path, name: &str, p: &PointResult) -> Result<(), String> {
         &series,
         None,
     )
+}
+
+/// Runs each variant's scenario through the simulator on the same compressed schedule and
+/// prints its per-phase shares next to the live ones; writes `phases-sim.csv`.
+/// `scenarios` are the live variants' scaled scenarios, in the order of `live`.
+pub fn compare_with_simulator(
+    out: &Path,
+    d: &Dynamic,
+    scale: f64,
+    hold: f64,
+    scenarios: &[Scenario],
+    live: &[(&PointResult, Fairness)],
+) -> Result<(), String> {
+    let runs: Vec<Scenario> = scenarios
+        .iter()
+        .map(|sc| {
+            let mut sc = sc.clone();
+            sc.duration_s = d.duration;
+            sc.warmup_s = 0.0;
+            sc.timeseries = true;
+            // The live calls hang up after `--hold`; the simulator's holding time is
+            // exponential with that mean (it must be > 0).
+            sc.call.holding_time_s = hold.max(1e-3);
+            for src in &mut sc.sources {
+                for step in &mut src.schedule {
+                    step.at_s *= scale;
+                }
+            }
+            sc
+        })
+        .collect();
+    println!(
+        "\nsimulator: the same {} variant(s) on the same schedule...",
+        runs.len()
+    );
+    let reports: Vec<RunReport> = std::thread::scope(|scope| {
+        let handles: Vec<_> = runs
+            .iter()
+            .map(|sc| scope.spawn(move || sluice_sim::run(sc)))
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().unwrap_or_default())
+            .collect()
+    });
+    if let Some(err) = reports.iter().find_map(|r| r.error.clone()) {
+        return Err(format!("simulator: {err}"));
+    }
+    let mut csv = String::from("variant,from_s,to_s,source,live_share,sim_share,diff\n");
+    for ((p, fairness), r) in live.iter().zip(&reports) {
+        let Some(ts) = &r.timeseries else { continue };
+        println!("\n{}: live and simulated shares per phase", p.variant);
+        for lr in analyse(d, p, *fairness) {
+            if !lr.overloaded() {
+                continue;
+            }
+            let pts: Vec<_> = ts
+                .points
+                .iter()
+                .filter(|pt| pt.t_s >= lr.from && pt.t_s < lr.to)
+                .collect();
+            let n = pts.len().max(1) as f64;
+            let sim: Vec<f64> = (0..d.sources.len())
+                .map(|i| {
+                    pts.iter()
+                        .map(|pt| pt.goodput_cps.get(i).copied().unwrap_or(0.0))
+                        .sum::<f64>()
+                        / n
+                        / r.capacity_cps.max(1e-9)
+                        + 0.0
+                })
+                .collect();
+            let fmt = |v: &[f64]| {
+                v.iter()
+                    .map(|x| format!("{x:.3}"))
+                    .collect::<Vec<_>>()
+                    .join("/")
+            };
+            let diff = lr
+                .got
+                .iter()
+                .zip(&sim)
+                .map(|(a, b)| (a - b).abs())
+                .fold(0.0, f64::max);
+            println!(
+                "  {:>6.0}-{:<6.0} live {}  sim {}  max |diff| {diff:.3}",
+                lr.from,
+                lr.to,
+                fmt(&lr.got),
+                fmt(&sim)
+            );
+            for (i, (name, _)) in d.sources.iter().enumerate() {
+                let _ = writeln!(
+                    csv,
+                    "{},{:.1},{:.1},{name},{:.4},{:.4},{:.4}",
+                    overload::csv_field(&p.variant),
+                    lr.from,
+                    lr.to,
+                    lr.got[i],
+                    sim[i],
+                    lr.got[i] - sim[i]
+                );
+            }
+        }
+    }
+    overload::write(&out.join("phases-sim.csv"), &csv)
 }
 
 #[cfg(test)]
