@@ -787,6 +787,33 @@ pub fn bench(args: &OverloadArgs) -> Result<(), String> {
     Ok(())
 }
 
+/// Runs `scenarios` in the simulator, spread over the cores; reports in order. The first
+/// run's error, if any, is the result.
+pub(crate) fn simulate_all(scenarios: &[&Scenario]) -> Result<Vec<RunReport>, String> {
+    let reports: Vec<RunReport> = std::thread::scope(|scope| {
+        let jobs = std::thread::available_parallelism().map_or(1, usize::from);
+        let chunks: Vec<_> = scenarios
+            .chunks(scenarios.len().div_ceil(jobs).max(1))
+            .map(|chunk| {
+                scope.spawn(move || {
+                    chunk
+                        .iter()
+                        .map(|sc| sluice_sim::run(sc))
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        chunks
+            .into_iter()
+            .flat_map(|h| h.join().unwrap_or_default())
+            .collect()
+    });
+    match reports.iter().find_map(|r| r.error.clone()) {
+        Some(err) => Err(format!("simulator: {err}")),
+        None => Ok(reports),
+    }
+}
+
 /// Runs the experiment's variants in the simulator at the live loads and capacity, and
 /// reports |live - sim| per point; draws both curves on `live-vs-sim.svg`.
 fn compare_with_simulator(
@@ -821,27 +848,8 @@ fn compare_with_simulator(
         args.capacity
     );
     let started = Instant::now();
-    let reports: Vec<RunReport> = std::thread::scope(|scope| {
-        let jobs = std::thread::available_parallelism().map_or(1, usize::from);
-        let chunks: Vec<_> = runs
-            .chunks(runs.len().div_ceil(jobs).max(1))
-            .map(|chunk| {
-                scope.spawn(move || {
-                    chunk
-                        .iter()
-                        .map(|(_, _, sc)| sluice_sim::run(sc))
-                        .collect::<Vec<_>>()
-                })
-            })
-            .collect();
-        chunks
-            .into_iter()
-            .flat_map(|h| h.join().unwrap_or_default())
-            .collect()
-    });
-    if let Some(err) = reports.iter().find_map(|r| r.error.clone()) {
-        return Err(format!("simulator: {err}"));
-    }
+    let scenarios: Vec<&Scenario> = runs.iter().map(|(_, _, sc)| sc).collect();
+    let reports = simulate_all(&scenarios)?;
     println!("simulated in {:.0} s", started.elapsed().as_secs_f64());
     let mut csv =
         String::from("variant,x,live_goodput,sim_goodput,abs_diff,pass,sim_setup_p99_ms,sim_retrans_ratio,sim_occupancy,sim_reject_ratio\n");

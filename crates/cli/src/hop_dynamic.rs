@@ -20,7 +20,7 @@ use std::path::Path;
 use sluice_control::Fairness;
 use sluice_load::Schedule;
 use sluice_sim::experiment::Experiment;
-use sluice_sim::{RunReport, Scenario};
+use sluice_sim::Scenario;
 
 use crate::overload::{self, PointResult};
 use crate::plot::{self, Axes, Series};
@@ -174,6 +174,14 @@ pub fn promised_shares(loads: &[f64], fairness: Fairness) -> Vec<f64> {
     }
 }
 
+/// `0.101/0.299/0.600`: one value per source.
+fn per_source(v: &[f64]) -> String {
+    v.iter()
+        .map(|x| format!("{x:.3}"))
+        .collect::<Vec<_>>()
+        .join("/")
+}
+
 /// Jain's fairness index of `x` (1: all equal).
 pub fn jain(x: &[f64]) -> f64 {
     let s: f64 = x.iter().sum();
@@ -283,12 +291,6 @@ pub fn report(
             "{:>13} {:>22} {:>24} {:>24} {:>6} {:>6} {:>8} {:>5}",
             "seconds", "loads", "shares", "promised", "total", "Jain", "max diff", "ok"
         );
-        let fmt = |v: &[f64]| {
-            v.iter()
-                .map(|x| format!("{x:.3}"))
-                .collect::<Vec<_>>()
-                .join("/")
-        };
         for r in analyse(d, p, *fairness) {
             let ok = !r.overloaded() || r.max_diff() <= SHARE_TOLERANCE;
             missed += usize::from(!ok);
@@ -296,9 +298,9 @@ pub fn report(
                 "{:>6.0}-{:<6.0} {:>22} {:>24} {:>24} {:>6.3} {:>6.3} {:>8.3} {:>5}",
                 r.from,
                 r.to,
-                fmt(&r.phase.loads),
-                fmt(&r.got),
-                fmt(&r.want),
+                per_source(&r.phase.loads),
+                per_source(&r.got),
+                per_source(&r.want),
                 r.total(),
                 r.jain_active(),
                 r.max_diff(),
@@ -427,19 +429,7 @@ pub fn compare_with_simulator(
         "\nsimulator: the same {} variant(s) on the same schedule...",
         runs.len()
     );
-    let reports: Vec<RunReport> = std::thread::scope(|scope| {
-        let handles: Vec<_> = runs
-            .iter()
-            .map(|sc| scope.spawn(move || sluice_sim::run(sc)))
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| h.join().unwrap_or_default())
-            .collect()
-    });
-    if let Some(err) = reports.iter().find_map(|r| r.error.clone()) {
-        return Err(format!("simulator: {err}"));
-    }
+    let reports = crate::hop_bench::simulate_all(&runs.iter().collect::<Vec<_>>())?;
     let mut csv = String::from("variant,from_s,to_s,source,live_share,sim_share,diff\n");
     for ((p, fairness), r) in live.iter().zip(&reports) {
         let Some(ts) = &r.timeseries else { continue };
@@ -464,12 +454,6 @@ pub fn compare_with_simulator(
                         + 0.0
                 })
                 .collect();
-            let fmt = |v: &[f64]| {
-                v.iter()
-                    .map(|x| format!("{x:.3}"))
-                    .collect::<Vec<_>>()
-                    .join("/")
-            };
             let diff = lr
                 .got
                 .iter()
@@ -480,8 +464,8 @@ pub fn compare_with_simulator(
                 "  {:>6.0}-{:<6.0} live {}  sim {}  max |diff| {diff:.3}",
                 lr.from,
                 lr.to,
-                fmt(&lr.got),
-                fmt(&sim)
+                per_source(&lr.got),
+                per_source(&sim)
             );
             for (i, (name, _)) in d.sources.iter().enumerate() {
                 let _ = writeln!(
