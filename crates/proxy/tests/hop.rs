@@ -191,3 +191,92 @@ fn re_stamps_responses_to_participating_neighbours_only() {
     assert!(s.hop.unconfigured_requests >= 300);
     assert!(s.hop.responses_not_participating >= 300);
 }
+
+/// An INVITE with a Resource-Priority header (RFC 4412), or to an SOS URN (RFC 5031).
+fn priority_invite(call: &str, from: &str, sos: bool) -> String {
+    let plain = invite(call, from, "");
+    if sos {
+        plain
+            .replacen("sip:bob@192.0.2.1:5060", "urn:service:sos", 1)
+            .replacen("To: <sip:bob@192.0.2.1>", "To: <urn:service:sos>", 1)
+    } else {
+        plain.replacen(
+            "Max-Forwards: 70\r\n",
+            "Max-Forwards: 70\r\nResource-Priority: ets.0\r\n",
+            1,
+        )
+    }
+}
+
+#[test]
+fn loss_reduces_normal_requests_first_and_never_in_dialog_ones() {
+    let mut core = ProxyCore::new(&se_config(), addr(PROXY), Time::ZERO);
+    let out = step(&mut core, Time::ZERO, invite("c0", UAC, "").as_bytes(), UAC);
+    let fwd = out.iter().find(|t| t.to == addr(NEXT)).unwrap();
+    // The next hop asks for 50 % less: with a fifth of the traffic priority, the normal
+    // requests alone can give it (RFC 7339 §7.2: category 2 only when category 1 cannot).
+    let half = |v: &str| {
+        v.replace(
+            ";oc;oc-algo=\"loss,rate\"",
+            ";oc=50;oc-algo=\"loss\";oc-validity=60000;oc-seq=1.0",
+        )
+    };
+    step(
+        &mut core,
+        Time::from_millis(1),
+        answer(fwd, 180, half).as_bytes(),
+        NEXT,
+    );
+    let (mut normal, mut normal_rejected, mut priority, mut priority_rejected) = (0, 0, 0, 0);
+    for i in 0..2000u64 {
+        let now = Time::from_millis(2 + i);
+        let call = format!("p{i}");
+        let is_priority = i % 5 == 0;
+        let msg = if is_priority {
+            priority_invite(&call, UAC, i % 10 == 0)
+        } else {
+            invite(&call, UAC, "")
+        };
+        // Earlier calls' INVITEs are retransmitted meanwhile (nobody answers them).
+        let id = format!("Call-ID: {call}\r\n");
+        let out: Vec<Transmit> = step(&mut core, now, msg.as_bytes(), UAC)
+            .into_iter()
+            .filter(|t| text(t).contains(&id))
+            .collect();
+        let rejected = out.iter().any(|t| text(t).starts_with("SIP/2.0 503 "));
+        let forwarded = out.iter().any(|t| t.to == addr(NEXT));
+        assert!(rejected != forwarded, "call {i}: one of forwarded or 503");
+        if is_priority {
+            priority += 1;
+            priority_rejected += u32::from(rejected);
+        } else {
+            normal += 1;
+            normal_rejected += u32::from(rejected);
+        }
+    }
+    assert_eq!(priority_rejected, 0, "of {priority} priority requests");
+    // 50 % of all = 62.5 % of the normal four fifths.
+    let share = f64::from(normal_rejected) / f64::from(normal);
+    assert!((0.55..0.70).contains(&share), "normal rejected {share:.3}");
+    let s = core.stats(Time::from_millis(2100));
+    assert_eq!(s.hop.client.rejected_priority, 0);
+    assert_eq!(s.hop.client.rejected_normal, u64::from(normal_rejected));
+    // In-dialog requests pass whatever the feedback says.
+    let bye = format!(
+        "BYE sip:bob@192.0.2.20:5070 SIP/2.0\r\n\
+         Via: SIP/2.0/UDP {UAC};branch=z9hG4bKbye1;rport\r\n\
+         Max-Forwards: 70\r\n\
+         From: <sip:alice@192.0.2.10>;tag=ac0\r\n\
+         To: <sip:bob@192.0.2.1>;tag=b1\r\n\
+         Call-ID: c0\r\n\
+         CSeq: 2 BYE\r\n\
+         Content-Length: 0\r\n\r\n"
+    );
+    let mut bye_rejected = 0;
+    for i in 0..50 {
+        let b = bye.replace("bye1", &format!("bye{i}"));
+        let out = step(&mut core, Time::from_millis(2200 + i), b.as_bytes(), UAC);
+        bye_rejected += usize::from(out.iter().any(|t| text(t).starts_with("SIP/2.0 503 ")));
+    }
+    assert_eq!(bye_rejected, 0);
+}

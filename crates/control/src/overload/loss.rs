@@ -28,9 +28,15 @@ pub struct LossThrottle {
 impl LossThrottle {
     /// `mix_weight` is the weight of each new request in the category mix estimate.
     pub fn new(percent: u32, mix_weight: f64, rng: ChaCha8Rng) -> Self {
+        // The estimate starts from "all normal", not from the first request: a priority
+        // request first would set it to 0, and at a small weight it would then stay below
+        // the requested loss for hundreds of requests, dropping priority requests that the
+        // normal ones could have covered (what §7.2 forbids).
+        let mut normal_share = Ewma::new(mix_weight);
+        normal_share.update(1.0);
         Self {
             percent: percent.min(100),
-            normal_share: Ewma::new(mix_weight),
+            normal_share,
             rng,
         }
     }
@@ -73,5 +79,51 @@ impl LossThrottle {
             .update(if rank == Reduction::Normal { 1.0 } else { 0.0 });
         let p = self.drop_probability(rank);
         !(p >= 1.0 || (p > 0.0 && self.rng.gen::<f64>() < p))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::SeedableRng;
+
+    #[test]
+    fn priority_requests_first_in_line_are_not_taken_for_the_whole_mix() {
+        let mut t = LossThrottle::new(50, 0.01, ChaCha8Rng::seed_from_u64(1));
+        // The first request is priority: the mix estimate must not jump to "no normal
+        // requests at all", or priority requests would be dropped.
+        assert!(t.try_pass(Reduction::Priority));
+        assert!(t.drop_probability(Reduction::Priority) < 1e-12);
+        let (mut normal, mut normal_dropped, mut priority_dropped) = (0u32, 0u32, 0u32);
+        for i in 0..4000 {
+            if i % 5 == 0 {
+                priority_dropped += u32::from(!t.try_pass(Reduction::Priority));
+            } else {
+                normal += 1;
+                normal_dropped += u32::from(!t.try_pass(Reduction::Normal));
+            }
+        }
+        assert_eq!(priority_dropped, 0);
+        // 50 % of all is 62.5 % of the normal four fifths once the estimate has settled;
+        // it starts from all-normal (50 % of normal), so the average lies in between.
+        let share = f64::from(normal_dropped) / f64::from(normal);
+        assert!((0.55..0.64).contains(&share), "{share}");
+        assert!((t.normal_share() - 0.8).abs() < 0.05, "{}", t.normal_share());
+    }
+
+    #[test]
+    fn priority_is_reduced_once_normal_requests_cannot_cover_the_loss() {
+        let mut t = LossThrottle::new(90, 0.05, ChaCha8Rng::seed_from_u64(2));
+        for i in 0..400 {
+            t.try_pass(if i % 2 == 0 {
+                Reduction::Priority
+            } else {
+                Reduction::Normal
+            });
+        }
+        // Half normal, 90 % asked: every normal request and 80 % of priority ones.
+        assert!((t.drop_probability(Reduction::Normal) - 1.0).abs() < 1e-12);
+        let p = t.drop_probability(Reduction::Priority);
+        assert!((p - 0.8).abs() < 0.05, "{p}");
     }
 }
