@@ -108,7 +108,11 @@ mod tests {
         // it starts from all-normal (50 % of normal), so the average lies in between.
         let share = f64::from(normal_dropped) / f64::from(normal);
         assert!((0.55..0.64).contains(&share), "{share}");
-        assert!((t.normal_share() - 0.8).abs() < 0.05, "{}", t.normal_share());
+        assert!(
+            (t.normal_share() - 0.8).abs() < 0.05,
+            "{}",
+            t.normal_share()
+        );
     }
 
     #[test]
