@@ -7,7 +7,10 @@ use bytes::Bytes;
 
 use crate::error::{ErrorKind, ParseError, Result};
 use crate::header::HeaderName;
-use crate::scan;
+use crate::scan::{self, Search};
+
+#[cfg(test)]
+mod agreement;
 
 /// Size limits applied while parsing. Exceeding one is a typed error, never a panic.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -89,6 +92,7 @@ impl Method {
 
     /// Classifies `buf[range]`, slicing the buffer only for an extension method: the admission
     /// scan reads two methods per request and should not touch a reference count for them.
+    #[inline]
     fn from_buf(buf: &Bytes, range: std::ops::Range<usize>) -> Option<Method> {
         match Method::known(&buf[range.clone()]) {
             Some(m) => Some(m),
@@ -97,22 +101,36 @@ impl Method {
     }
 
     /// The methods of RFC 3261 and its extensions, by their exact (case-sensitive) spelling.
+    /// Every request has two methods to classify (start line and CSeq): the length and the
+    /// first and last four bytes, compared as one key, settle it without comparing the token
+    /// against each spelling in turn.
     fn known(token: &[u8]) -> Option<Method> {
-        Some(match token {
-            b"INVITE" => Method::Invite,
-            b"ACK" => Method::Ack,
-            b"BYE" => Method::Bye,
-            b"CANCEL" => Method::Cancel,
-            b"OPTIONS" => Method::Options,
-            b"REGISTER" => Method::Register,
-            b"PRACK" => Method::Prack,
-            b"SUBSCRIBE" => Method::Subscribe,
-            b"NOTIFY" => Method::Notify,
-            b"PUBLISH" => Method::Publish,
-            b"INFO" => Method::Info,
-            b"REFER" => Method::Refer,
-            b"MESSAGE" => Method::Message,
-            b"UPDATE" => Method::Update,
+        let (Some(head), Some(tail)) = (token.first_chunk::<4>(), token.last_chunk::<4>()) else {
+            return match token {
+                b"ACK" => Some(Method::Ack),
+                b"BYE" => Some(Method::Bye),
+                _ => None,
+            };
+        };
+        let key = (
+            token.len(),
+            u32::from_le_bytes(*head),
+            u32::from_le_bytes(*tail),
+        );
+        Some(match key {
+            method_key::INVITE => Method::Invite,
+            method_key::CANCEL => Method::Cancel,
+            method_key::OPTIONS => Method::Options,
+            method_key::REGISTER => Method::Register,
+            method_key::PRACK => Method::Prack,
+            // Nine bytes: the first and last four leave the middle one to compare.
+            method_key::SUBSCRIBE if token[4] == b'C' => Method::Subscribe,
+            method_key::NOTIFY => Method::Notify,
+            method_key::PUBLISH => Method::Publish,
+            method_key::INFO => Method::Info,
+            method_key::REFER => Method::Refer,
+            method_key::MESSAGE => Method::Message,
+            method_key::UPDATE => Method::Update,
             _ => return None,
         })
     }
@@ -137,6 +155,33 @@ impl Method {
             Method::Extension(t) => std::str::from_utf8(t).unwrap_or("?"),
         }
     }
+}
+
+/// Keys of [`Method::known`]: length, first four and last four bytes of each spelling.
+mod method_key {
+    type Key = (usize, u32, u32);
+
+    const fn key(s: &[u8]) -> Key {
+        let n = s.len();
+        (
+            n,
+            u32::from_le_bytes([s[0], s[1], s[2], s[3]]),
+            u32::from_le_bytes([s[n - 4], s[n - 3], s[n - 2], s[n - 1]]),
+        )
+    }
+
+    pub(super) const INVITE: Key = key(b"INVITE");
+    pub(super) const CANCEL: Key = key(b"CANCEL");
+    pub(super) const OPTIONS: Key = key(b"OPTIONS");
+    pub(super) const REGISTER: Key = key(b"REGISTER");
+    pub(super) const PRACK: Key = key(b"PRACK");
+    pub(super) const SUBSCRIBE: Key = key(b"SUBSCRIBE");
+    pub(super) const NOTIFY: Key = key(b"NOTIFY");
+    pub(super) const PUBLISH: Key = key(b"PUBLISH");
+    pub(super) const INFO: Key = key(b"INFO");
+    pub(super) const REFER: Key = key(b"REFER");
+    pub(super) const MESSAGE: Key = key(b"MESSAGE");
+    pub(super) const UPDATE: Key = key(b"UPDATE");
 }
 
 impl std::fmt::Display for Method {
@@ -203,6 +248,12 @@ impl Message {
 
     /// Parses one complete message (a datagram, or one frame cut by [`crate::StreamFramer`]).
     pub fn parse_with(buf: Bytes, limits: &Limits) -> Result<Message> {
+        Message::parse_using::<scan::Native>(buf, limits)
+    }
+
+    /// [`Message::parse_with`] with a chosen byte search, so that tests can check that the
+    /// portable one and the SIMD one parse alike.
+    pub(crate) fn parse_using<S: Search>(buf: Bytes, limits: &Limits) -> Result<Message> {
         if buf.len() > limits.max_message_size {
             return Err(ParseError::new(
                 ErrorKind::MessageTooLarge {
@@ -238,96 +289,17 @@ impl Message {
             content_length: None,
         };
 
-        loop {
-            let Some(&first) = b.get(pos) else {
-                return Err(ParseError::new(ErrorKind::Truncated, b.len()));
-            };
-            // The empty line ending the header section.
-            if first == b'\n' {
-                pos += 1;
-                break;
+        let scanned = scan_headers::<S>(b, pos, limits, &mut msg.headers);
+        // The admission headers are parsed in order, before a scan error is reported: the
+        // same error a line-by-line parse meets first. (A separate pass keeps the scan loop
+        // small enough for its state to stay in registers.)
+        for index in 0..msg.headers.len() {
+            let header = msg.headers[index];
+            if header.name.is_admission() {
+                msg.admit_header(&buf, header.name, index, header.value)?;
             }
-            if first == b'\r' && b.get(pos + 1) == Some(&b'\n') {
-                pos += 2;
-                break;
-            }
-            // The colon is searched for first and the line end from the value on, so no byte
-            // is scanned twice. A line without a colon makes the "name" run into the next
-            // line; no known name matches that and the token check rejects it. Every failure
-            // here is reported by `header_line_error`, which re-reads the line the slow way so
-            // that the error is the same as a line-by-line parse would give.
-            let window_end = b.len().min(pos + limits.max_line_length + 2);
-            let Some(colon) = scan::find_short(&b[pos..window_end], b':').map(|c| c + pos) else {
-                return Err(header_line_error(b, pos, limits));
-            };
-            let mut name_end = colon;
-            // Space before the colon is rare: test once before looping.
-            if name_end > pos && matches!(b[name_end - 1], b' ' | b'\t') {
-                while name_end > pos && matches!(b[name_end - 1], b' ' | b'\t') {
-                    name_end -= 1;
-                }
-            }
-            // A known name is proved a token by matching its spelling; only other names are
-            // scanned for token characters (which also catches a continuation line with no
-            // header to continue).
-            let name = HeaderName::from_name_in(b, pos, name_end);
-            if name == HeaderName::Other && !scan::is_token_str(&b[pos..name_end]) {
-                return Err(header_line_error(b, pos, limits));
-            }
-            // Usually exactly one space follows the colon.
-            let mut value_start = colon + 1;
-            if value_start < window_end && b[value_start] == b' ' {
-                value_start += 1;
-            }
-            while value_start < window_end && matches!(b[value_start], b' ' | b'\t') {
-                value_start += 1;
-            }
-            let Some(lf) = scan::find_short(&b[value_start..window_end], b'\n') else {
-                return Err(header_line_error(b, pos, limits));
-            };
-            let lf = value_start + lf;
-            // lf > colon >= pos, so lf - 1 is inside the line.
-            let mut value_end = if b[lf - 1] == b'\r' { lf - 1 } else { lf };
-            if value_end - pos > limits.max_line_length {
-                return Err(header_line_error(b, pos, limits));
-            }
-            let mut next = lf + 1;
-            // Line folding (RFC 3261 §7.3.1): lines starting with SP/HT continue this field.
-            while next < b.len() && matches!(b[next], b' ' | b'\t') {
-                let (ce, nn) = line_at(b, next, limits)?;
-                value_end = ce;
-                next = nn;
-            }
-            // Trim the value (LWS includes the CRLF of a folded line); index loops, as this
-            // runs for every header of every message.
-            while value_start < value_end && scan::is_lws(b[value_start]) {
-                value_start += 1;
-            }
-            let mut trimmed_end = value_end;
-            while trimmed_end > value_start && scan::is_lws(b[trimmed_end - 1]) {
-                trimmed_end -= 1;
-            }
-            let value = Span::new(value_start, trimmed_end);
-            if msg.headers.len() == limits.max_headers {
-                return Err(ParseError::new(
-                    ErrorKind::TooManyHeaders {
-                        limit: limits.max_headers,
-                    },
-                    pos,
-                ));
-            }
-            let index = msg.headers.len();
-            msg.headers.push(HeaderSpan {
-                name,
-                name_span: Span::new(pos, name_end),
-                value,
-                line: Span::new(pos, next),
-            });
-            if name.is_admission() {
-                msg.admit_header(&buf, name, index, value)?;
-            }
-            pos = next;
         }
+        let pos = scanned?;
 
         let available = b.len() - pos;
         let body_len = match msg.content_length {
@@ -636,6 +608,108 @@ impl<'a> Iterator for HeaderValues<'a> {
             }
         }
     }
+}
+
+/// Locates the header fields from `pos` (just after the start line) to the empty line that
+/// ends them, recording each in `headers`; returns where the body starts. Not inlined: on
+/// its own, the loop's state fits in registers.
+#[inline(never)]
+fn scan_headers<S: Search>(
+    b: &[u8],
+    mut pos: usize,
+    limits: &Limits,
+    headers: &mut Vec<HeaderSpan>,
+) -> Result<usize> {
+    loop {
+        let Some(&first) = b.get(pos) else {
+            return Err(ParseError::new(ErrorKind::Truncated, b.len()));
+        };
+        // The empty line ending the header section.
+        if first == b'\n' {
+            pos += 1;
+            break;
+        }
+        if first == b'\r' && b.get(pos + 1) == Some(&b'\n') {
+            pos += 2;
+            break;
+        }
+        // The colon first, then the line end after it, so the queries move forward only.
+        // A line without a colon makes the "name" run into the next line, which no known
+        // name matches and the token check rejects. Every failure here is reported by
+        // `header_line_error`, which re-reads the line the slow way so that the error is
+        // the same as a line-by-line parse would give.
+        let window_end = b.len().min(pos + limits.max_line_length + 2);
+        let Some(colon) = S::find(&b[pos..window_end], b':').map(|i| pos + i) else {
+            return Err(header_line_error(b, pos, limits));
+        };
+        let Some(lf) = S::find(&b[colon + 1..window_end], b'\n').map(|i| colon + 1 + i) else {
+            return Err(header_line_error(b, pos, limits));
+        };
+        // lf > colon >= pos, so lf - 1 is inside the line.
+        let mut value_end = if b[lf - 1] == b'\r' { lf - 1 } else { lf };
+        if value_end - pos > limits.max_line_length {
+            return Err(header_line_error(b, pos, limits));
+        }
+        // The name as written, up to the colon: a known name is proved a token by matching
+        // its spelling. Only when that fails is white space before the colon (rare; it never
+        // matches a spelling) stripped, and the name checked for token characters (which
+        // also rejects a "name" that runs into the next line).
+        let mut name_end = colon;
+        let mut name = HeaderName::from_name_in(b, pos, colon);
+        if name == HeaderName::Other {
+            while name_end > pos && matches!(b[name_end - 1], b' ' | b'\t') {
+                name_end -= 1;
+            }
+            if name_end != colon {
+                name = HeaderName::from_name_in(b, pos, name_end);
+            }
+            if name == HeaderName::Other && !scan::is_token_str(&b[pos..name_end]) {
+                return Err(header_line_error(b, pos, limits));
+            }
+        }
+        let mut next = lf + 1;
+        // Line folding (RFC 3261 §7.3.1): lines starting with SP/HT continue this field.
+        while next < b.len() && matches!(b[next], b' ' | b'\t') {
+            let window_end = b.len().min(next + limits.max_line_length + 2);
+            // The continuation starts with white space, so its LF is after `next`.
+            let (content_end, lf) = match S::find(&b[next..window_end], b'\n').map(|i| next + i) {
+                Some(lf) if b[lf - 1] == b'\r' => (lf - 1, lf),
+                Some(lf) => (lf, lf),
+                None => return Err(line_error(b, next, window_end, limits)),
+            };
+            if content_end - next > limits.max_line_length {
+                return Err(line_error(b, next, window_end, limits));
+            }
+            value_end = content_end;
+            next = lf + 1;
+        }
+        // Trim the value (LWS includes the CRLF of a folded line). Usually one space follows
+        // the colon and the value ends at the CRLF: three tests in all.
+        let mut value_start = colon + 1;
+        while value_start < value_end && scan::is_lws(b[value_start]) {
+            value_start += 1;
+        }
+        while value_end > value_start && scan::is_lws(b[value_end - 1]) {
+            value_end -= 1;
+        }
+        let value = Span::new(value_start, value_end);
+        if headers.len() == limits.max_headers {
+            return Err(ParseError::new(
+                ErrorKind::TooManyHeaders {
+                    limit: limits.max_headers,
+                },
+                pos,
+            ));
+        }
+        headers.push(HeaderSpan {
+            name,
+            name_span: Span::new(pos, name_end),
+            value,
+            line: Span::new(pos, next),
+        });
+        pos = next;
+    }
+    Ok(pos)
 }
 
 /// Finds the end of the line starting at `pos`: returns (end of content, start of next line).
