@@ -96,14 +96,22 @@ impl Method {
     fn from_buf(buf: &Bytes, range: std::ops::Range<usize>) -> Option<Method> {
         match Method::known(&buf[range.clone()]) {
             Some(m) => Some(m),
-            None => Method::from_token(&buf.slice(range)),
+            None => Method::extension(buf, range),
         }
+    }
+
+    /// An extension method (or not a token): rare, kept out of the callers.
+    #[cold]
+    #[inline(never)]
+    fn extension(buf: &Bytes, range: std::ops::Range<usize>) -> Option<Method> {
+        Method::from_token(&buf.slice(range))
     }
 
     /// The methods of RFC 3261 and its extensions, by their exact (case-sensitive) spelling.
     /// Every request has two methods to classify (start line and CSeq): the length and the
     /// first and last four bytes, compared as one key, settle it without comparing the token
     /// against each spelling in turn.
+    #[inline]
     fn known(token: &[u8]) -> Option<Method> {
         let (Some(head), Some(tail)) = (token.first_chunk::<4>(), token.last_chunk::<4>()) else {
             return match token {
@@ -855,10 +863,7 @@ fn top_via_branch(v: &[u8]) -> std::result::Result<Option<Span>, ()> {
         }
         if v[i + 1..].starts_with(b"branch=") {
             let start = i + 1 + b"branch=".len();
-            let len = v[start..]
-                .iter()
-                .position(|&c| !scan::is_token(c))
-                .unwrap_or(v.len() - start);
+            let len = scan::token_len(&v[start..]);
             let after = v.get(start + len).copied();
             if len > 0 && matches!(after, None | Some(b';' | b',' | b' ' | b'\t' | b'\r')) {
                 return Ok(Some(Span::new(start, start + len)));

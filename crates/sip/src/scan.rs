@@ -162,17 +162,30 @@ pub(crate) fn trim_start(s: &[u8]) -> &[u8] {
     &s[s.iter().position(|&b| !is_lws(b)).unwrap_or(s.len())..]
 }
 
-/// Whether `s` is a non-empty token. Eight bytes at a time, without a branch per byte (the
-/// last eight overlapping the others): the header scan runs this on every name it does
-/// not know.
+/// Whether `s` is a non-empty token. Branch-free over the bytes (one table load and an
+/// `or` each): the header scan runs this on every name it does not know.
 pub(crate) fn is_token_str(s: &[u8]) -> bool {
-    fn all_token(word: [u8; 8]) -> bool {
-        word.iter().fold(true, |ok, &b| ok & is_token(b))
+    !s.is_empty() && s.iter().fold(0u8, |bad, &b| bad | u8::from(!is_token(b))) == 0
+}
+
+/// Length of the token at the start of `s`: eight bytes at a time while they are all token
+/// characters, then byte by byte. (A Via branch is 16 or more of them.)
+pub(crate) fn token_len(s: &[u8]) -> usize {
+    let mut len = 0;
+    for word in s.as_chunks::<8>().0 {
+        if word
+            .iter()
+            .fold(0u8, |bad, &b| bad | u8::from(!is_token(b)))
+            != 0
+        {
+            break;
+        }
+        len += 8;
     }
-    match s.last_chunk::<8>() {
-        Some(&last) => all_token(last) && s.as_chunks::<8>().0.iter().all(|&w| all_token(w)),
-        None => !s.is_empty() && s.iter().all(|&b| is_token(b)),
-    }
+    len + s[len..]
+        .iter()
+        .position(|&b| !is_token(b))
+        .unwrap_or(s.len() - len)
 }
 
 /// Parses 1*DIGIT into a u32; `None` for empty, non-digits or overflow.
@@ -442,6 +455,19 @@ mod tests {
             }
             assert_eq!(find_any3(&vec![b'x'; len], b';', b',', b'"'), None);
             assert_eq!(find_any3_words(&vec![b'x'; len], b';', b',', b'"'), None);
+        }
+    }
+
+    #[test]
+    fn token_len_stops_at_the_first_non_token_byte() {
+        for len in 0..30 {
+            for stop in [b';', b' ', b'\r', b'"', 0x80] {
+                let mut s = vec![b'a'; len];
+                s.push(stop);
+                s.extend_from_slice(b"bcd");
+                assert_eq!(token_len(&s), len, "{len} then {stop}");
+            }
+            assert_eq!(token_len(&vec![b'z'; len]), len);
         }
     }
 
