@@ -36,7 +36,7 @@
 //! follow the scenario's process (Poisson, as the paper's callers). Goodput counts calls
 //! whose ACK went out within 10 s of the INVITE, over all UACs, in the seconds after the
 //! warm-up, normalised by the RE's emulated capacity. Setup delays are each UAC's
-//! percentile over the whole point, the largest over the UACs. The retransmission ratio
+//! percentile over the calls it started after the warm-up, the largest over the UACs. The retransmission ratio
 //! and occupancy are the RE's: retransmissions it saw / datagrams it received, and its
 //! emulated processor's busy fraction, over the whole point. UAS 2xx retransmissions are
 //! 200 OKs to INVITE the UAS had to resend (an ACK late or lost). series.csv has one row
@@ -532,6 +532,7 @@ fn run_point(
                     cfg.duration = Some(Duration::from_secs_f64(duration));
                     cfg.hold = Hold::Constant(Duration::from_secs_f64(hold.max(0.0)));
                     cfg.drain_timeout = Duration::from_secs_f64(drain);
+                    cfg.delays_from = Duration::from_secs_f64(warmup);
                     cfg.max_in_progress = 1_000_000;
                     cfg.spacing = spacing;
                     cfg.seed = i as u64 + 1;

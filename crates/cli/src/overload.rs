@@ -28,7 +28,8 @@
 //! Measurement window: each point runs `duration` seconds of arrivals; goodput, offered
 //! load and retransmissions are counted over the UAC's per-second rows after `warmup`
 //! (the controllers settle, and without control the queue needs time to fill and
-//! collapse). Setup delays are over the whole point. A call is good when its ACK went out
+//! collapse). Setup delays are over the calls started after the warm-up (sluice's UAC;
+//! SIPp's are over the whole point). A call is good when its ACK went out
 //! within 10 s of its INVITE (the UAC's setup limit).
 
 use std::fmt::Write as _;
@@ -599,7 +600,7 @@ fn run_point(
         Caller::Sipp => vec![(Caller::Sipp, sipp(rate))],
         Caller::Split => std::thread::scope(|s| {
             let theirs = s.spawn(|| sipp(rate / 2.0));
-            let ours = sluice_uac(proxy_addr, rate / 2.0, duration, hold, drain, x);
+            let ours = sluice_uac(proxy_addr, rate / 2.0, timing, drain, x);
             let theirs = theirs
                 .join()
                 .unwrap_or_else(|_| Err("sipp thread panicked".into()));
@@ -607,7 +608,7 @@ fn run_point(
         }),
         Caller::Sluice | Caller::Both => vec![(
             Caller::Sluice,
-            sluice_uac(proxy_addr, rate, duration, hold, drain, x),
+            sluice_uac(proxy_addr, rate, timing, drain, x),
         )],
     };
     let cpu = match &running {
@@ -754,11 +755,15 @@ fn point_result(
 fn sluice_uac(
     target: SocketAddr,
     rate: f64,
-    duration: f64,
-    hold: f64,
+    timing: Timing,
     drain: f64,
     x: f64,
 ) -> Result<CallerRun, String> {
+    let Timing {
+        duration,
+        warmup,
+        hold,
+    } = timing;
     let socket =
         shell::bind_udp(SocketAddr::from(([127, 0, 0, 1], 0))).map_err(|e| e.to_string())?;
     let local = socket.local_addr().map_err(|e| e.to_string())?;
@@ -766,6 +771,7 @@ fn sluice_uac(
     cfg.duration = Some(Duration::from_secs_f64(duration));
     cfg.hold = Hold::Constant(Duration::from_secs_f64(hold.max(0.0)));
     cfg.drain_timeout = Duration::from_secs_f64(drain);
+    cfg.delays_from = Duration::from_secs_f64(warmup);
     cfg.max_in_progress = 1_000_000;
     cfg.run_token = u64::from(std::process::id()) << 16 ^ (x * 1000.0) as u64;
     run_sluice_uac(socket, cfg)

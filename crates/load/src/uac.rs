@@ -56,6 +56,10 @@ pub struct UacConfig {
     pub setup_limit: Duration,
     /// After the last call starts, how long to wait for calls in progress to end.
     pub drain_timeout: Duration,
+    /// The summary's delay percentiles (post-dial delays, setup) count only calls started
+    /// this long after the start: a warm-up left out of them as it is left out of a bench's
+    /// goodput window. The per-second rows keep every call.
+    pub delays_from: Duration,
     pub txn: sluice_txn::Config,
     /// Distinguishes this run's Call-IDs and branches from earlier runs against the same peer.
     pub run_token: u64,
@@ -76,6 +80,7 @@ impl UacConfig {
             max_in_progress: 100_000,
             setup_limit: Duration::from_secs(10),
             drain_timeout: Duration::from_secs(40),
+            delays_from: Duration::ZERO,
             txn: sluice_txn::Config::default(),
             run_token: 0,
         }
@@ -461,6 +466,7 @@ impl Uac {
             return;
         };
         let since = now.saturating_since(call.started);
+        let in_window = call.started >= self.start + self.cfg.delays_from;
         match status {
             100 => {
                 if std::mem::replace(&mut call.seen_100, true) {
@@ -470,13 +476,15 @@ impl Uac {
             101..=199 => {
                 if std::mem::replace(&mut call.seen_180, true) {
                     self.second.retransmissions_received.add(Kind::Provisional);
-                } else {
+                } else if in_window {
                     self.pdd_180.record(since);
                 }
             }
             200..=299 if call.phase == Phase::Inviting => {
                 let started = call.started;
-                self.pdd_200.record(since);
+                if in_window {
+                    self.pdd_200.record(since);
+                }
                 self.pdd_second.record(since);
                 let (ack, bye) = self.dialog_requests(n, response);
                 let call = self.calls.get_mut(&n).expect("looked up above");
@@ -487,7 +495,9 @@ impl Uac {
                 self.send_ack(ack, false);
                 // Setup ends when the ACK goes out (now).
                 let setup = now.saturating_since(started);
-                self.setup.record(setup);
+                if in_window {
+                    self.setup.record(setup);
+                }
                 if setup <= self.cfg.setup_limit {
                     self.second.successful += 1;
                     if seen_180 {

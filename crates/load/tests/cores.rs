@@ -353,3 +353,26 @@ fn a_provisional_overtaken_by_the_2xx_is_late_not_a_retransmission() {
     assert_eq!(s.retransmissions_received_by_type.ok_invite, 1);
     assert_eq!(s.retransmissions_sent_by_type.ack, 1);
 }
+
+#[test]
+fn delay_percentiles_leave_out_the_calls_of_the_warm_up() {
+    let mut cfg = uac_config(100.0, 100);
+    cfg.delays_from = Duration::from_millis(500);
+    let mut uac = Uac::new(cfg, Time::ZERO);
+    let mut uas = Uas::new(UasConfig::new(addr(UAS)));
+    run_pair(
+        &mut uac,
+        &mut uas,
+        Duration::from_millis(1),
+        0,
+        Time::from_secs(30),
+    );
+    let s = uac.summary();
+    // Every call counts as offered and successful; only those started from 0.5 s on
+    // (calls 50 to 99, 10 ms apart) enter the delay percentiles.
+    assert_eq!((s.offered, s.successful), (100, 100));
+    assert_eq!(
+        (s.pdd_180.count, s.pdd_200.count, s.setup.count),
+        (50, 50, 50)
+    );
+}
