@@ -641,8 +641,8 @@ fn scan_headers<S: Search>(
             pos += 2;
             break;
         }
-        // The colon first, then the line end after it, so the queries move forward only.
-        // A line without a colon makes the "name" run into the next line, which no known
+        // The colon first, then the line end from just after it, so no byte is searched
+        // twice. A line without a colon makes the "name" run into the next line, which no known
         // name matches and the token check rejects. Every failure here is reported by
         // `header_line_error`, which re-reads the line the slow way so that the error is
         // the same as a line-by-line parse would give.
