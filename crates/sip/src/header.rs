@@ -417,6 +417,28 @@ mod tests {
     }
 
     #[test]
+    fn a_name_matches_only_with_the_case_of_its_letters_changed() {
+        // Every byte of every long name, replaced by every other byte: only the same letter
+        // in the other case still matches (the keep masks ignore nothing else).
+        for &id in &ALL[..ALL.len() - 1] {
+            let spelling = id.as_str();
+            for at in 0..spelling.len() {
+                for byte in 0..=255u8 {
+                    let mut line = format!("{spelling}: x\r\n").into_bytes();
+                    let original = line[at];
+                    line[at] = byte;
+                    let same = byte.eq_ignore_ascii_case(&original);
+                    let got = HeaderName::from_name_in(&line, 0, spelling.len());
+                    assert_eq!(got == id, same, "{spelling} with {byte:#04x} at {at}");
+                    // Alone in its buffer: the byte-wise comparison near the buffer's end.
+                    let alone = HeaderName::from_bytes(&line[..spelling.len()]);
+                    assert_eq!(alone == id, same, "{spelling} alone, {byte:#04x} at {at}");
+                }
+            }
+        }
+    }
+
+    #[test]
     fn names_are_case_insensitive_and_compact_forms_map() {
         for (raw, id) in [
             ("v", HeaderName::Via),
