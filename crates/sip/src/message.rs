@@ -767,13 +767,26 @@ fn line_error(b: &[u8], pos: usize, window_end: usize, limits: &Limits) -> Parse
     }
 }
 
+/// Whether `s` starts with `SIP/` in any case: one word compared under a mask that ignores
+/// only the case bit of the letters, so exactly `eq_ignore_ascii_case`.
+fn starts_with_sip(s: &[u8]) -> bool {
+    s.first_chunk::<4>().is_some_and(|word| {
+        (u32::from_le_bytes(*word) ^ u32::from_le_bytes(*b"sip/")) & 0xffdf_dfdf == 0
+    })
+}
+
+/// Whether `s` is `SIP/2.0` in any case.
+fn is_sip_2_0(s: &[u8]) -> bool {
+    s.len() == 7 && starts_with_sip(s) && s[4..] == *b"2.0"
+}
+
 fn parse_start_line(buf: &Bytes, start: usize, end: usize) -> Result<StartLine> {
     let line = &buf[start..end];
     let bad = |kind, off: usize| ParseError::new(kind, start + off);
-    if line.len() >= 4 && line[..4].eq_ignore_ascii_case(b"SIP/") {
+    if starts_with_sip(line) {
         // Status-Line = SIP-Version SP Status-Code SP Reason-Phrase
         let sp = memchr::memchr(b' ', line).ok_or_else(|| bad(ErrorKind::BadStartLine, 0))?;
-        if !line[..sp].eq_ignore_ascii_case(b"SIP/2.0") {
+        if !is_sip_2_0(&line[..sp]) {
             return Err(bad(ErrorKind::UnsupportedVersion, 0));
         }
         let code = line
@@ -808,10 +821,10 @@ fn parse_start_line(buf: &Bytes, start: usize, end: usize) -> Result<StartLine> 
     let method =
         Method::from_buf(buf, start..start + sp1).ok_or_else(|| bad(ErrorKind::BadMethod, 0))?;
     let version = &line[sp2 + 1..];
-    if !(version.len() > 4 && version[..4].eq_ignore_ascii_case(b"SIP/")) {
+    if !(version.len() > 4 && starts_with_sip(version)) {
         return Err(bad(ErrorKind::BadStartLine, sp2 + 1));
     }
-    if !version.eq_ignore_ascii_case(b"SIP/2.0") {
+    if !is_sip_2_0(version) {
         return Err(bad(ErrorKind::UnsupportedVersion, sp2 + 1));
     }
     let uri = &line[sp1 + 1..sp2];
@@ -931,6 +944,21 @@ v=0\n";
         assert_eq!(m.content_length(), Some(4));
         assert_eq!(m.body(), b"v=0\n");
         assert_eq!(m.header_count(), 9);
+    }
+
+    #[test]
+    fn sip_version_tests_match_eq_ignore_ascii_case() {
+        for at in 0..7 {
+            for byte in 0..=255u8 {
+                let mut v = *b"SIP/2.0";
+                v[at] = byte;
+                assert_eq!(is_sip_2_0(&v), v.eq_ignore_ascii_case(b"SIP/2.0"), "{v:?}");
+                assert_eq!(starts_with_sip(&v), v[..4].eq_ignore_ascii_case(b"SIP/"));
+            }
+        }
+        assert!(!starts_with_sip(b"SIP"));
+        assert!(!is_sip_2_0(b"sip/2.00"));
+        assert!(is_sip_2_0(b"sIp/2.0"));
     }
 
     #[test]
