@@ -811,7 +811,13 @@ fn parse_start_line(buf: &Bytes, start: usize, end: usize) -> Result<StartLine> 
     // common case and tells at once whether the Request-URI holds a space (a third one).
     let after = sp1 + 1;
     let (sp2, uri_has_space) = match scan::find_short(&line[after..], b' ') {
-        Some(i) if scan::find_short(&line[after + i + 1..], b' ').is_none() => (after + i, false),
+        // Usually what follows is the version itself, which holds no space.
+        Some(i)
+            if is_sip_2_0(&line[after + i + 1..])
+                || scan::find_short(&line[after + i + 1..], b' ').is_none() =>
+        {
+            (after + i, false)
+        }
         Some(_) => (memchr::memrchr(b' ', line).unwrap_or(sp1), true),
         None => (sp1, false),
     };
