@@ -628,6 +628,7 @@ fn scan_headers<S: Search>(
     limits: &Limits,
     headers: &mut Vec<HeaderSpan>,
 ) -> Result<usize> {
+    let reach = line_reach(b, limits);
     loop {
         let Some(&first) = b.get(pos) else {
             return Err(ParseError::new(ErrorKind::Truncated, b.len()));
@@ -646,7 +647,7 @@ fn scan_headers<S: Search>(
         // name matches and the token check rejects. Every failure here is reported by
         // `header_line_error`, which re-reads the line the slow way so that the error is
         // the same as a line-by-line parse would give.
-        let window_end = b.len().min(pos + limits.max_line_length + 2);
+        let window_end = b.len().min(pos + reach);
         let Some(colon) = S::find(&b[pos..window_end], b':').map(|i| pos + i) else {
             return Err(header_line_error(b, pos, limits));
         };
@@ -678,7 +679,7 @@ fn scan_headers<S: Search>(
         let mut next = lf + 1;
         // Line folding (RFC 3261 §7.3.1): lines starting with SP/HT continue this field.
         while next < b.len() && matches!(b[next], b' ' | b'\t') {
-            let window_end = b.len().min(next + limits.max_line_length + 2);
+            let window_end = b.len().min(next + reach);
             // The continuation starts with white space, so its LF is after `next`.
             let (content_end, lf) = match S::find(&b[next..window_end], b'\n').map(|i| next + i) {
                 Some(lf) if b[lf - 1] == b'\r' => (lf - 1, lf),
@@ -720,13 +721,28 @@ fn scan_headers<S: Search>(
     Ok(pos)
 }
 
+/// Where the search for the end of a line starting at `pos` stops: its longest content and
+/// CRLF, or the buffer's end. A limit near `usize::MAX` means no limit, not an overflow:
+/// the reach is capped at the buffer's length, and a slice's length and an offset into it
+/// add up to no more than `isize::MAX` twice.
+#[inline]
+fn line_window(b: &[u8], pos: usize, limits: &Limits) -> usize {
+    b.len().min(pos + line_reach(b, limits))
+}
+
+/// How far past a line's start [`line_window`] reaches, for loops that compute it once.
+#[inline]
+fn line_reach(b: &[u8], limits: &Limits) -> usize {
+    limits.max_line_length.saturating_add(2).min(b.len())
+}
+
 /// Finds the end of the line starting at `pos`: returns (end of content, start of next line).
 /// Accepts a bare LF as well as CRLF, as robust SIP stacks do. Inlined, with the error built
 /// out of line, because it runs once per header line.
 #[allow(clippy::inline_always)] // measured: without it the compiler keeps the call.
 #[inline(always)]
 fn line_at(b: &[u8], pos: usize, limits: &Limits) -> Result<(usize, usize)> {
-    let window_end = b.len().min(pos + limits.max_line_length + 2);
+    let window_end = line_window(b, pos, limits);
     if let Some(i) = scan::find_short(&b[pos..window_end], b'\n') {
         let lf = pos + i;
         let content_end = if lf > pos && b[lf - 1] == b'\r' {
@@ -1032,6 +1048,16 @@ v=0\n";
                 );
             }
         }
+    }
+
+    #[test]
+    fn a_line_limit_of_usize_max_means_no_limit() {
+        let limits = Limits {
+            max_line_length: usize::MAX,
+            ..Limits::DATAGRAM
+        };
+        let m = Message::parse_with(Bytes::from_static(INVITE.as_bytes()), &limits).unwrap();
+        assert_eq!(m.header_count(), 9);
     }
 
     #[test]
