@@ -268,8 +268,17 @@ fn check(bytes: Vec<u8>, limits: &Limits) -> std::result::Result<(), TestCaseErr
     Ok(())
 }
 
+/// 2,000 cases each by default; `PROPTEST_CASES` asks for more (a longer run before a release
+/// or after a change to the scan).
+fn cases() -> u32 {
+    std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(2_000)
+}
+
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(2_000))]
+    #![proptest_config(ProptestConfig::with_cases(cases()))]
 
     #[test]
     fn scan_agrees_with_the_line_by_line_parse(bytes in message(), limits in limits()) {
