@@ -228,13 +228,15 @@ pub fn variant(label: &str, sc: Scenario, wire: Option<OcAlgorithm>) -> Result<H
     })
 }
 
-/// Sets D_B of the algorithms that have one (`None`: leave the scenario's).
+/// Sets D_B of the algorithms that have one, and win-auto's optional delay binding
+/// (`None`: leave the scenario's).
 fn set_budget_delay(sc: &mut Scenario, ms: Option<u64>) {
     if let Some(ms) = ms {
         let d = Duration::from_millis(ms);
         sc.control.win_disc.budget_delay = d;
         sc.control.win_cont.budget_delay = d;
         sc.control.rate_abs.budget_delay = d;
+        sc.control.win_auto.delay_binding = Some(d);
     }
 }
 

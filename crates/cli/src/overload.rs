@@ -135,8 +135,9 @@ pub struct OverloadArgs {
     #[arg(long)]
     pub ses: Option<usize>,
     /// Topology: the RE's queueing-delay budget D_B for win-disc, win-cont and rate-abs,
-    /// milliseconds (default: the variant's, Table 2's 200 ms). The RE lets its queue hold
-    /// about this much work, so it bounds the setup delay the feedback aims for.
+    /// and win-auto's delay binding, milliseconds (default: the variant's, Table 2's
+    /// 200 ms D_B and no binding). The RE lets its queue hold about this much work, so it
+    /// bounds the setup delay the feedback aims for.
     #[arg(long)]
     pub budget_delay_ms: Option<u64>,
     /// A dynamic experiment (load schedules, e.g. shen2008-fig27-31) in the topology: its
