@@ -13,6 +13,11 @@
 //! promises when the sources together overload the RE: a split in proportion to offered
 //! load with double feed (user-centric), max-min fair shares otherwise (provider-centric:
 //! an equal split, where a source offering less than its equal share keeps what it offers).
+//!
+//! Measured (session 4, `shen2008-fig27-31` at 0.25, 300 calls/s, two runs): in the
+//! three-source phase every double-feed variant was within 0.04 of the proportional shares
+//! 0.10/0.30/0.60 (rate-abs and win-cont within 0.005), and within 0.04 of the simulator on
+//! the same schedule.
 
 use std::fmt::Write as _;
 use std::path::Path;

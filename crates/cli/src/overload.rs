@@ -125,7 +125,7 @@ pub struct OverloadArgs {
     /// `split` end with a table of how far they agree.
     #[arg(long, value_enum, default_value_t = Caller::Sluice)]
     pub generator: Caller,
-    /// SIPp's UAC scenario for --generator sipp|both: it must time setup as rtd 1 and split
+    /// SIPp's UAC scenario for --generator sipp|both|split: it must time setup as rtd 1 and split
     /// it at 10 s (see the file).
     #[arg(long, default_value = "tests/sipp/uac-setup.xml")]
     pub sipp_scenario: PathBuf,
@@ -160,7 +160,9 @@ pub enum Caller {
     /// sluice's UAC and SIPp at once, half the offered load each. A collapsing proxy
     /// oscillates over tens of seconds, so two runs of one generator differ by more than
     /// the generators do; in one run both callers meet the same queue at the same moments,
-    /// and what is left between their numbers is how they count.
+    /// and what is left between their numbers is the generators themselves: how they
+    /// count, and how they send (a full drop-tail queue favours the smoother sender, see
+    /// docs/ARCHITECTURE.md).
     Split,
 }
 
