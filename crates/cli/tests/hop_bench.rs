@@ -76,3 +76,76 @@ fn win_disc_feedback_holds_goodput_near_capacity_at_four_times_capacity_through_
     }
     let _ = std::fs::remove_dir_all(&out);
 }
+
+/// A dynamic experiment in the topology, shortened: two sources offering 0.5 and 1.5 times
+/// the RE's capacity from the start, rate-abs with double feed. The SEs feed their offered
+/// load forward, so the RE splits its capacity 1:3 (0.25/0.75), and `phases.csv` and the
+/// simulator's `phases-sim.csv` say so.
+#[test]
+fn double_feed_splits_capacity_in_proportion_to_offered_load_live() {
+    let out = std::env::temp_dir().join(format!("sluice-hop-dynamic-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&out);
+    std::fs::create_dir_all(&out).unwrap();
+    let experiment = out.join("double-feed.toml");
+    std::fs::write(
+        &experiment,
+        r#"name = "test-double-feed"
+title = "Double feed, two sources"
+kind = "dynamic"
+seeds = [1]
+
+[base]
+duration_s = 16
+warmup_s = 0
+
+[[base.sources]]
+name = "UA1"
+share = 1.0
+schedule = [{ at_s = 0.0, load = 0.5 }]
+
+[[base.sources]]
+name = "UA2"
+share = 1.0
+schedule = [{ at_s = 0.0, load = 1.5 }]
+
+[[variant]]
+label = "rate-abs double feed"
+scenario = { control = { algorithm = "rate-abs", fairness = "user-centric" } }
+"#,
+    )
+    .unwrap();
+    let run = Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .current_dir(workspace_root())
+        .args(["bench", "overload", "--capacity", "100", "--experiment"])
+        .arg(&experiment)
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(run.status.success(), "{stdout}\n{stderr}");
+    eprintln!("{stdout}");
+    // One phase, 0-16 s, measured after its first fifth.
+    let shares = |file: &str, column: &str| -> Vec<f64> {
+        let text = std::fs::read_to_string(out.join(file)).unwrap();
+        let mut lines = text.lines();
+        let header: Vec<&str> = lines.next().unwrap().split(',').collect();
+        let i = header.iter().position(|h| *h == column).unwrap();
+        lines
+            .map(|l| l.split(',').nth(i).unwrap().parse().unwrap())
+            .collect()
+    };
+    let live = shares("phases.csv", "share");
+    let promised = shares("phases.csv", "promised");
+    assert_eq!(live.len(), 2, "UA1 and UA2 in one phase");
+    assert!((promised[0] - 0.25).abs() < 1e-3 && (promised[1] - 0.75).abs() < 1e-3);
+    for (got, want) in live.iter().zip(&promised) {
+        assert!((got - want).abs() < 0.1, "live shares {live:?}");
+    }
+    let sim = shares("phases-sim.csv", "sim_share");
+    for (got, want) in sim.iter().zip(&promised) {
+        assert!((got - want).abs() < 0.1, "simulated shares {sim:?}");
+    }
+    let _ = std::fs::remove_dir_all(&out);
+}
