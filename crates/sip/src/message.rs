@@ -262,41 +262,8 @@ impl Message {
     /// [`Message::parse_with`] with a chosen byte search, so that tests can check that the
     /// portable one and the SIMD one parse alike.
     pub(crate) fn parse_using<S: Search>(buf: Bytes, limits: &Limits) -> Result<Message> {
-        if buf.len() > limits.max_message_size {
-            return Err(ParseError::new(
-                ErrorKind::MessageTooLarge {
-                    size: buf.len(),
-                    limit: limits.max_message_size,
-                },
-                limits.max_message_size,
-            ));
-        }
         let b = &buf[..];
-        // RFC 3261 §7.5: CRLFs before the start line are ignored (keep-alives).
-        let mut pos = b
-            .iter()
-            .position(|&c| c != b'\r' && c != b'\n')
-            .ok_or_else(|| ParseError::new(ErrorKind::Empty, 0))?;
-        let (line_end, next) = line_at(b, pos, limits)?;
-        let start = parse_start_line(&buf, pos, line_end)?;
-        pos = next;
-        let headers_start = pos as u32;
-
-        // The buffer moves in at the end: the scan borrows it meanwhile (no refcount traffic).
-        let mut msg = Message {
-            buf: Bytes::new(),
-            start,
-            headers_start,
-            headers: Vec::with_capacity(24),
-            body: Span::default(),
-            top_via: None,
-            top_via_branch: None,
-            call_id: None,
-            cseq: None,
-            max_forwards: None,
-            content_length: None,
-        };
-
+        let (mut msg, pos) = Message::begin(&buf, limits)?;
         let scanned = scan_headers::<S>(b, pos, limits, &mut msg.headers);
         // The admission headers are parsed in order, before a scan error is reported: the
         // same error a line-by-line parse meets first. (A separate pass keeps the scan loop
@@ -308,9 +275,54 @@ impl Message {
             }
         }
         let pos = scanned?;
+        msg.finish(buf, pos)
+    }
 
-        let available = b.len() - pos;
-        let body_len = match msg.content_length {
+    /// The start of a parse: the size limit, keep-alive CRLFs, the start line, and an empty
+    /// message; returns it with where the header fields begin.
+    #[inline]
+    pub(crate) fn begin(buf: &Bytes, limits: &Limits) -> Result<(Message, usize)> {
+        if buf.len() > limits.max_message_size {
+            return Err(ParseError::new(
+                ErrorKind::MessageTooLarge {
+                    size: buf.len(),
+                    limit: limits.max_message_size,
+                },
+                limits.max_message_size,
+            ));
+        }
+        let b = &buf[..];
+        // RFC 3261 §7.5: CRLFs before the start line are ignored (keep-alives).
+        let pos = b
+            .iter()
+            .position(|&c| c != b'\r' && c != b'\n')
+            .ok_or_else(|| ParseError::new(ErrorKind::Empty, 0))?;
+        let (line_end, next) = line_at(b, pos, limits)?;
+        let start = parse_start_line(buf, pos, line_end)?;
+        // The buffer moves in at the end (`finish`): the scan borrows it meanwhile (no
+        // refcount traffic).
+        let msg = Message {
+            buf: Bytes::new(),
+            start,
+            headers_start: next as u32,
+            headers: Vec::with_capacity(24),
+            body: Span::default(),
+            top_via: None,
+            top_via_branch: None,
+            call_id: None,
+            cseq: None,
+            max_forwards: None,
+            content_length: None,
+        };
+        Ok((msg, next))
+    }
+
+    /// The end of a parse: the body from `pos` (the header fields' end) as Content-Length
+    /// declares it, and the buffer moved in.
+    #[inline]
+    pub(crate) fn finish(mut self, buf: Bytes, pos: usize) -> Result<Message> {
+        let available = buf.len() - pos;
+        let body_len = match self.content_length {
             Some(declared) => {
                 let declared = declared as usize;
                 if declared > available {
@@ -327,9 +339,9 @@ impl Message {
             }
             None => available,
         };
-        msg.body = Span::new(pos, pos + body_len);
-        msg.buf = buf;
-        Ok(msg)
+        self.body = Span::new(pos, pos + body_len);
+        self.buf = buf;
+        Ok(self)
     }
 
     /// Parses an admission header as it is located. Only the first Via, Call-ID and CSeq are

@@ -5,7 +5,7 @@
 use bytes::Bytes;
 use proptest::prelude::*;
 
-use super::{header_line_error, line_at, parse_start_line, HeaderSpan, Limits, Message, Span};
+use super::{header_line_error, line_at, HeaderSpan, Limits, Message, Span};
 use crate::error::{ErrorKind, ParseError, Result};
 use crate::header::HeaderName;
 use crate::scan::{self, Native, Words};
@@ -14,40 +14,8 @@ use crate::scan::{self, Native, Words};
 /// colon then line end, each header's admission fields parsed as it is found.
 #[allow(clippy::too_many_lines)]
 fn parse_line_by_line(buf: Bytes, limits: &Limits) -> Result<Message> {
-    if buf.len() > limits.max_message_size {
-        return Err(ParseError::new(
-            ErrorKind::MessageTooLarge {
-                size: buf.len(),
-                limit: limits.max_message_size,
-            },
-            limits.max_message_size,
-        ));
-    }
     let b = &buf[..];
-    // RFC 3261 §7.5: CRLFs before the start line are ignored (keep-alives).
-    let mut pos = b
-        .iter()
-        .position(|&c| c != b'\r' && c != b'\n')
-        .ok_or_else(|| ParseError::new(ErrorKind::Empty, 0))?;
-    let (line_end, next) = line_at(b, pos, limits)?;
-    let start = parse_start_line(&buf, pos, line_end)?;
-    pos = next;
-    let headers_start = pos as u32;
-
-    // The buffer moves in at the end: the scan borrows it meanwhile (no refcount traffic).
-    let mut msg = Message {
-        buf: Bytes::new(),
-        start,
-        headers_start,
-        headers: Vec::with_capacity(24),
-        body: Span::default(),
-        top_via: None,
-        top_via_branch: None,
-        call_id: None,
-        cseq: None,
-        max_forwards: None,
-        content_length: None,
-    };
+    let (mut msg, mut pos) = Message::begin(&buf, limits)?;
 
     loop {
         let Some(&first) = b.get(pos) else {
@@ -140,27 +108,7 @@ fn parse_line_by_line(buf: Bytes, limits: &Limits) -> Result<Message> {
         pos = next;
     }
 
-    let available = b.len() - pos;
-    let body_len = match msg.content_length {
-        Some(declared) => {
-            let declared = declared as usize;
-            if declared > available {
-                return Err(ParseError::new(
-                    ErrorKind::BodyTooShort {
-                        declared,
-                        available,
-                    },
-                    pos,
-                ));
-            }
-            // Extra bytes after the declared body are ignored (RFC 3261 §18.3).
-            declared
-        }
-        None => available,
-    };
-    msg.body = Span::new(pos, pos + body_len);
-    msg.buf = buf;
-    Ok(msg)
+    msg.finish(buf, pos)
 }
 
 /// Header lines built to hit the scan's edge cases: known names in any case and compact,
