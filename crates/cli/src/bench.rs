@@ -71,8 +71,9 @@ fn bench_sim(args: &SimBenchArgs) -> Result<(), String> {
         let wall = started.elapsed().as_secs_f64();
         let rate = report.messages_simulated as f64 / wall.max(1e-9);
         println!(
-            "  {label:<20} {:>10} messages in {wall:>6.2} s = {:>5.2} M messages/s  ({} {:.0} M/s)",
+            "  {label:<20} {:>10} messages ({} events) in {wall:>6.2} s = {:>5.2} M messages/s  ({} {:.0} M/s)",
             report.messages_simulated,
+            report.events_processed,
             rate / 1e6,
             verdict(rate >= TARGET_MESSAGES_PER_SECOND),
             TARGET_MESSAGES_PER_SECOND / 1e6

@@ -181,6 +181,11 @@ struct Reliable2xx {
     life: TimerSeq,
 }
 
+/// The index tables' hasher. Their keys (branches, Call-IDs) come from the network, so the
+/// hash is keyed per process against collision flooding; foldhash's quality variant is that
+/// at a fraction of SipHash's cost on keys of a few dozen bytes.
+type IndexHasher = foldhash::quality::RandomState;
+
 /// Timer payload: which slab entry and which timer. The slab is the 2xx one for the 2xx timers.
 #[derive(Clone, Copy, Debug)]
 struct TimerRef {
@@ -222,10 +227,10 @@ fn sub_bytes(buf: &Bytes, part: &[u8]) -> Bytes {
 pub struct TransactionLayer {
     config: Config,
     txs: Slab<Tx>,
-    client_index: HashMap<ClientKey, u32>,
-    server_index: HashMap<ServerKey, u32>,
+    client_index: HashMap<ClientKey, u32, IndexHasher>,
+    server_index: HashMap<ServerKey, u32, IndexHasher>,
     oks: Slab<Reliable2xx>,
-    ok_index: HashMap<OkKey, u32>,
+    ok_index: HashMap<OkKey, u32, IndexHasher>,
     timers: TimerQueue<TimerRef>,
     transmits: VecDeque<Transmit>,
     events: VecDeque<Event>,
@@ -238,10 +243,10 @@ impl TransactionLayer {
         let config = config.sanitized();
         TransactionLayer {
             txs: Slab::new(config.max_transactions),
-            client_index: HashMap::new(),
-            server_index: HashMap::new(),
+            client_index: HashMap::default(),
+            server_index: HashMap::default(),
             oks: Slab::new(config.max_reliable_2xx),
-            ok_index: HashMap::new(),
+            ok_index: HashMap::default(),
             timers: TimerQueue::new(),
             transmits: VecDeque::new(),
             events: VecDeque::new(),
