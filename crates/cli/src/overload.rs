@@ -146,9 +146,10 @@ pub struct OverloadArgs {
     #[arg(long, default_value_t = 1.0)]
     pub time_scale: f64,
     /// Topology with --experiment: simulated seconds per point of the simulator's run of
-    /// the same experiment (the first fifth is warm-up).
-    #[arg(long, default_value_t = 100.0)]
-    pub sim_duration: f64,
+    /// the same experiment, the first fifth warm-up (default: the live point's --duration
+    /// and --warmup, so both measure the same window of the same start-up).
+    #[arg(long)]
+    pub sim_duration: Option<f64>,
 }
 
 /// The calling side of a point.

@@ -329,8 +329,8 @@ impl Ledger {
 
     /// A transaction layer (or UA core) retransmitted `payload`.
     pub fn retransmission(&mut self, payload: &Bytes) {
-        if let Some(entry) = wire::label_key_of_bytes(payload)
-            .and_then(|key| self.retrans.get_mut(&key))
+        if let Some(entry) =
+            wire::label_key_of_bytes(payload).and_then(|key| self.retrans.get_mut(&key))
         {
             entry.0 += 1;
             return;

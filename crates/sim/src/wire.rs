@@ -212,7 +212,12 @@ mod tests {
         let invite = Message::parse(t.invite(7)).unwrap();
         let bye = Message::parse(t.bye(7)).unwrap();
         let mut all = vec![t.invite(7), t.ack(7), t.bye(7)];
-        for (req, status) in [(&invite, 100), (&invite, 180), (&invite, 200), (&invite, 503)] {
+        for (req, status) in [
+            (&invite, 100),
+            (&invite, 180),
+            (&invite, 200),
+            (&invite, 503),
+        ] {
             all.push(sluice_sip::edit::response_to(req, status).build());
         }
         all.push(sluice_sip::edit::response_to(&bye, 200).build());
