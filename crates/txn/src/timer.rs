@@ -9,7 +9,8 @@
 //! the tie-breaker), which keeps runs deterministic.
 
 use std::cmp::Ordering;
-use std::collections::BinaryHeap;
+
+use dary_heap::QuaternaryHeap;
 
 use sluice_time::Time;
 
@@ -41,7 +42,7 @@ impl<T> PartialOrd for Entry<T> {
 }
 
 impl<T> Ord for Entry<T> {
-    /// Reversed, so that `BinaryHeap` (a max-heap) yields the earliest deadline first and,
+    /// Reversed, so that the heap (a max-heap) yields the earliest deadline first and,
     /// among equal deadlines, the earliest scheduled.
     fn cmp(&self, other: &Self) -> Ordering {
         other
@@ -55,7 +56,10 @@ impl<T> Ord for Entry<T> {
 /// `(payload, seq) -> bool` predicate, so cancelling needs no access to the heap.
 #[derive(Debug)]
 pub(crate) struct TimerQueue<T> {
-    heap: BinaryHeap<Entry<T>>,
+    /// Four-ary: half the levels of a binary heap, and a node's children share a cache
+    /// line or two. Tables of tens of thousands of timers made the binary heap's pop a
+    /// tenth of a simulator run, mostly cache misses.
+    heap: QuaternaryHeap<Entry<T>>,
     next_seq: TimerSeq,
     live: usize,
 }
@@ -63,7 +67,7 @@ pub(crate) struct TimerQueue<T> {
 impl<T: Copy> TimerQueue<T> {
     pub(crate) fn new() -> Self {
         TimerQueue {
-            heap: BinaryHeap::new(),
+            heap: QuaternaryHeap::new(),
             next_seq: 0,
             live: 0,
         }
