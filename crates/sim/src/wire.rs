@@ -133,6 +133,10 @@ pub(crate) fn label(msg: &Message) -> String {
     }
 }
 
+/// Built once: constructing a searcher per call cost more than the search.
+static CSEQ_FINDER: std::sync::LazyLock<memchr::memmem::Finder<'static>> =
+    std::sync::LazyLock::new(|| memchr::memmem::Finder::new(b"\r\nCSeq: "));
+
 /// [`label_key`] read straight from the bytes of a message the simulator wrote, without a
 /// parse: every retransmission is counted, and a full parse per copy was a twentieth of a
 /// run. Covers the methods of the paper's call flow; anything else (or a message laid out
@@ -158,7 +162,7 @@ pub(crate) fn label_key_of_bytes(b: &[u8]) -> Option<(u16, u8)> {
         let code = digits
             .iter()
             .fold(0u16, |n, &d| n * 10 + u16::from(d - b'0'));
-        let at = memchr::memmem::find(b, b"\r\nCSeq: ")? + 8;
+        let at = CSEQ_FINDER.find(b)? + 8;
         let number = b[at..].iter().position(|&c| !c.is_ascii_digit())?;
         if b.get(at + number) != Some(&b' ') {
             return None;
