@@ -3,18 +3,21 @@
 //! Run: `cargo bench -p sluice-sip --bench parse`. Besides criterion's report it prints the
 //! admission-parse speed-up over rsip measured in the same run.
 //!
-//! Measured 2026-11-22 on the 2-core AMD EPYC VM (load average 0.2-1.1), old and new code
-//! built apart and run back to back (`--save-baseline old`, then `--baseline old`):
-//! admission parse 344 -> 304 ns, full parse + validate 2.22 -> 2.11 µs, parse + edit +
-//! serialize 904 -> 827 ns, edit + serialize only 527 -> 475 ns (that code did not change:
-//! part of it is run-to-run drift; rsip, also unchanged, moved 3%), rsip 3.53 µs (11.6x).
-//! Under callgrind the admission parse went from 4,804 to 4,265 instructions. The issue's
-//! target (at most 250 ns) is not met: the header scan costs about 190 instructions a line,
-//! of which the colon and line-end searches are about 60 and the rest is a dozen small
-//! steps (name classification, folding test, trims, limits, record). A scan of 64-byte
-//! blocks into LF and colon bitmasks was tried and costs as many instructions as the two
-//! searches at these line lengths (with SWAR instead of SSE2, twice as many), so it was not
-//! kept.
+//! Measured on two machines of the same kind (2-core "AMD EPYC" VMs), which differ:
+//! - Session 4, the older VM (load average 0.2-1.1): admission parse 344 -> 304 ns after that
+//!   session's scan rework, full parse + validate 2.11 µs, parse + edit + serialize 827 ns,
+//!   rsip 3.53 µs (11.6x). The 250 ns target was not met there.
+//! - Session 6, the newer VM with AVX-512 (idle, old and new binaries back to back): the
+//!   session-4 code took 212-222 ns; building the `Message` once at the end of the parse,
+//!   instead of early and then filling it in (two 216-byte copies), brought it to 186-196 ns.
+//!   Full parse + validate 1.12 µs, parse + edit + serialize 451 ns, edit + serialize 320 ns,
+//!   rsip 2.30 µs: the admission parse is 13.2x faster than rsip.
+//! Under callgrind the session-4 admission parse is 4,265 instructions. The header scan costs
+//! about 190 instructions a line, of which the colon and line-end searches are about 60 and the
+//! rest is a dozen small steps (name classification, folding test, trims, limits, record). A
+//! scan of 64-byte blocks into LF and colon bitmasks was tried and costs as many instructions
+//! as the two searches at these line lengths (with SWAR instead of SSE2, twice as many), so it
+//! was not kept.
 
 use std::hint::black_box;
 use std::time::Instant;

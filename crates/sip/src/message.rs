@@ -206,7 +206,7 @@ pub struct CSeq {
 }
 
 #[derive(Clone, Debug)]
-enum StartLine {
+pub(crate) enum StartLine {
     Request { method: Method, uri: Span },
     Response { status: u16, reason: Span },
 }
@@ -230,7 +230,14 @@ pub struct Message {
     headers_start: u32,
     pub(crate) headers: Vec<HeaderSpan>,
     body: Span,
-    top_via: Option<usize>,
+    admission: Admission,
+}
+
+/// The admission fields, gathered while the parse runs and moved into the [`Message`] once,
+/// when it is built: building the message early and filling it in cost two copies of it.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Admission {
+    top_via: Option<u32>,
     top_via_branch: Option<Span>,
     call_id: Option<Span>,
     cseq: Option<CSeq>,
@@ -263,25 +270,33 @@ impl Message {
     /// portable one and the SIMD one parse alike.
     pub(crate) fn parse_using<S: Search>(buf: Bytes, limits: &Limits) -> Result<Message> {
         let b = &buf[..];
-        let (mut msg, pos) = Message::begin(&buf, limits)?;
-        let scanned = scan_headers::<S>(b, pos, limits, &mut msg.headers);
+        let (start, headers_start) = Message::begin(&buf, limits)?;
+        let mut headers = Vec::with_capacity(24);
+        let scanned = scan_headers::<S>(b, headers_start, limits, &mut headers);
         // The admission headers are parsed in order, before a scan error is reported: the
         // same error a line-by-line parse meets first. (A separate pass keeps the scan loop
         // small enough for its state to stay in registers.)
-        for index in 0..msg.headers.len() {
-            let header = msg.headers[index];
+        let mut admission = Admission::default();
+        for (index, header) in headers.iter().enumerate() {
             if header.name.is_admission() {
-                msg.admit_header(&buf, header.name, index, header.value)?;
+                admission.admit_header(&buf, header.name, index, header.value)?;
             }
         }
-        let pos = scanned?;
-        msg.finish(buf, pos)
+        let body = body_span(&admission, buf.len(), scanned?)?;
+        Ok(Message {
+            buf,
+            start,
+            headers_start: headers_start as u32,
+            headers,
+            body,
+            admission,
+        })
     }
 
-    /// The start of a parse: the size limit, keep-alive CRLFs, the start line, and an empty
-    /// message; returns it with where the header fields begin.
+    /// The start of a parse: the size limit, keep-alive CRLFs and the start line; returns the
+    /// start line and where the header fields begin.
     #[inline]
-    pub(crate) fn begin(buf: &Bytes, limits: &Limits) -> Result<(Message, usize)> {
+    pub(crate) fn begin(buf: &Bytes, limits: &Limits) -> Result<(StartLine, usize)> {
         if buf.len() > limits.max_message_size {
             return Err(ParseError::new(
                 ErrorKind::MessageTooLarge {
@@ -298,52 +313,35 @@ impl Message {
             .position(|&c| c != b'\r' && c != b'\n')
             .ok_or_else(|| ParseError::new(ErrorKind::Empty, 0))?;
         let (line_end, next) = line_at(b, pos, limits)?;
-        let start = parse_start_line(buf, pos, line_end)?;
-        // The buffer moves in at the end (`finish`): the scan borrows it meanwhile (no
-        // refcount traffic).
-        let msg = Message {
-            buf: Bytes::new(),
-            start,
-            headers_start: next as u32,
-            headers: Vec::with_capacity(24),
-            body: Span::default(),
-            top_via: None,
-            top_via_branch: None,
-            call_id: None,
-            cseq: None,
-            max_forwards: None,
-            content_length: None,
-        };
-        Ok((msg, next))
+        Ok((parse_start_line(buf, pos, line_end)?, next))
     }
+}
 
-    /// The end of a parse: the body from `pos` (the header fields' end) as Content-Length
-    /// declares it, and the buffer moved in.
-    #[inline]
-    pub(crate) fn finish(mut self, buf: Bytes, pos: usize) -> Result<Message> {
-        let available = buf.len() - pos;
-        let body_len = match self.content_length {
-            Some(declared) => {
-                let declared = declared as usize;
-                if declared > available {
-                    return Err(ParseError::new(
-                        ErrorKind::BodyTooShort {
-                            declared,
-                            available,
-                        },
-                        pos,
-                    ));
-                }
-                // Extra bytes after the declared body are ignored (RFC 3261 §18.3).
-                declared
+/// The body from `pos` (the header fields' end) as Content-Length declares it.
+#[inline]
+pub(crate) fn body_span(admission: &Admission, len: usize, pos: usize) -> Result<Span> {
+    let available = len - pos;
+    let body_len = match admission.content_length {
+        Some(declared) => {
+            let declared = declared as usize;
+            if declared > available {
+                return Err(ParseError::new(
+                    ErrorKind::BodyTooShort {
+                        declared,
+                        available,
+                    },
+                    pos,
+                ));
             }
-            None => available,
-        };
-        self.body = Span::new(pos, pos + body_len);
-        self.buf = buf;
-        Ok(self)
-    }
+            // Extra bytes after the declared body are ignored (RFC 3261 §18.3).
+            declared
+        }
+        None => available,
+    };
+    Ok(Span::new(pos, pos + body_len))
+}
 
+impl Admission {
     /// Parses an admission header as it is located. Only the first Via, Call-ID and CSeq are
     /// taken here; a repeated Content-Length or Max-Forwards with another value is an error,
     /// because disagreeing framing headers are how messages get smuggled.
@@ -358,7 +356,7 @@ impl Message {
         let at = value.start as usize;
         match name {
             HeaderName::Via if self.top_via.is_none() => {
-                self.top_via = Some(index);
+                self.top_via = Some(index as u32);
                 self.top_via_branch = top_via_branch(v).map_err(|()| {
                     ParseError::new(ErrorKind::BadHeaderValue { header: "Via" }, at)
                 })?;
@@ -422,7 +420,9 @@ impl Message {
         }
         Ok(())
     }
+}
 
+impl Message {
     // ---- admission fields: free after parse ----
 
     pub fn is_request(&self) -> bool {
@@ -467,28 +467,30 @@ impl Message {
 
     /// The `branch` parameter of the topmost Via, as written.
     pub fn top_via_branch(&self) -> Option<&[u8]> {
-        self.top_via_branch.map(|s| &self.buf[s.range()])
+        self.admission.top_via_branch.map(|s| &self.buf[s.range()])
     }
 
     /// The branch as a `Bytes` slice sharing the message buffer (no copy).
     pub fn top_via_branch_bytes(&self) -> Option<Bytes> {
-        self.top_via_branch.map(|s| self.buf.slice(s.range()))
+        self.admission
+            .top_via_branch
+            .map(|s| self.buf.slice(s.range()))
     }
 
     pub fn call_id(&self) -> Option<&[u8]> {
-        self.call_id.map(|s| &self.buf[s.range()])
+        self.admission.call_id.map(|s| &self.buf[s.range()])
     }
 
     pub fn cseq(&self) -> Option<&CSeq> {
-        self.cseq.as_ref()
+        self.admission.cseq.as_ref()
     }
 
     pub fn max_forwards(&self) -> Option<u32> {
-        self.max_forwards
+        self.admission.max_forwards
     }
 
     pub fn content_length(&self) -> Option<u32> {
-        self.content_length
+        self.admission.content_length
     }
 
     // ---- the rest: located, parsed on demand ----
@@ -568,7 +570,7 @@ impl Message {
     }
 
     pub(crate) fn top_via_index(&self) -> Option<usize> {
-        self.top_via
+        self.admission.top_via.map(|i| i as usize)
     }
 
     pub(crate) fn start_line_bytes(&self) -> &[u8] {

@@ -5,7 +5,7 @@
 use bytes::Bytes;
 use proptest::prelude::*;
 
-use super::{header_line_error, line_at, HeaderSpan, Limits, Message, Span};
+use super::{body_span, header_line_error, line_at, Admission, HeaderSpan, Limits, Message, Span};
 use crate::error::{ErrorKind, ParseError, Result};
 use crate::header::HeaderName;
 use crate::scan::{self, Native, Words};
@@ -15,7 +15,10 @@ use crate::scan::{self, Native, Words};
 #[allow(clippy::too_many_lines)]
 fn parse_line_by_line(buf: Bytes, limits: &Limits) -> Result<Message> {
     let b = &buf[..];
-    let (mut msg, mut pos) = Message::begin(&buf, limits)?;
+    let (start, headers_start) = Message::begin(&buf, limits)?;
+    let mut pos = headers_start;
+    let mut headers = Vec::new();
+    let mut admission = Admission::default();
 
     loop {
         let Some(&first) = b.get(pos) else {
@@ -87,7 +90,7 @@ fn parse_line_by_line(buf: Bytes, limits: &Limits) -> Result<Message> {
             trimmed_end -= 1;
         }
         let value = Span::new(value_start, trimmed_end);
-        if msg.headers.len() == limits.max_headers {
+        if headers.len() == limits.max_headers {
             return Err(ParseError::new(
                 ErrorKind::TooManyHeaders {
                     limit: limits.max_headers,
@@ -95,20 +98,28 @@ fn parse_line_by_line(buf: Bytes, limits: &Limits) -> Result<Message> {
                 pos,
             ));
         }
-        let index = msg.headers.len();
-        msg.headers.push(HeaderSpan {
+        let index = headers.len();
+        headers.push(HeaderSpan {
             name,
             name_span: Span::new(pos, name_end),
             value,
             line: Span::new(pos, next),
         });
         if name.is_admission() {
-            msg.admit_header(&buf, name, index, value)?;
+            admission.admit_header(&buf, name, index, value)?;
         }
         pos = next;
     }
 
-    msg.finish(buf, pos)
+    let body = body_span(&admission, buf.len(), pos)?;
+    Ok(Message {
+        buf,
+        start,
+        headers_start: headers_start as u32,
+        headers,
+        body,
+        admission,
+    })
 }
 
 /// Header lines built to hit the scan's edge cases: known names in any case and compact,
