@@ -121,6 +121,8 @@ pub struct HopVariant {
     pub wire: Option<OcAlgorithm>,
     /// The experiment's label of the variant, to find its simulated points.
     pub experiment_label: Option<String>,
+    /// The SEs' RFC 7415 tolerance τ for normal requests (`None`: the client's default).
+    pub se_rate_tau: Option<std::time::Duration>,
 }
 
 fn wire_name(w: OcAlgorithm) -> &'static str {
@@ -233,6 +235,7 @@ pub fn variant(label: &str, sc: Scenario, wire: Option<OcAlgorithm>) -> Result<H
         re,
         wire,
         experiment_label: None,
+        se_rate_tau: None,
     })
 }
 
@@ -289,6 +292,15 @@ struct Plan {
 }
 
 fn plan(args: &OverloadArgs) -> Result<Plan, String> {
+    let mut plan = plan_variants(args)?;
+    let tau = args.se_rate_tau_ms.map(std::time::Duration::from_millis);
+    for v in &mut plan.variants {
+        v.se_rate_tau = tau;
+    }
+    Ok(plan)
+}
+
+fn plan_variants(args: &OverloadArgs) -> Result<Plan, String> {
     let ses = args.ses.unwrap_or(3);
     if !(1..=32).contains(&ses) {
         return Err(format!("--ses must be 1 to 32, not {ses}"));
@@ -449,6 +461,11 @@ fn start_proxies(
             se.overload.client.algorithms = vec![w];
             // Double feed: the SE sends its offered load forward (`sluice-ff`).
             se.overload.client.feed_forward = v.scenario.control.fairness == Fairness::UserCentric;
+            if let Some(tau) = v.se_rate_tau {
+                se.overload.client.rate_tau = tau;
+                se.overload.client.rate_tau_priority =
+                    se.overload.client.rate_tau_priority.max(tau);
+            }
             se.overload.seed = i as u64 + 1;
         }
         match overload::start_sluice_on(se, addr, re_addr, budget) {

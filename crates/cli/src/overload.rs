@@ -140,6 +140,11 @@ pub struct OverloadArgs {
     /// bounds the setup delay the feedback aims for.
     #[arg(long)]
     pub budget_delay_ms: Option<u64>,
+    /// Topology: the SEs' RFC 7415 tolerance τ, milliseconds (default 20): how much of a
+    /// burst above the fed-back rate an SE lets through. The simulator's SEs enforce rates
+    /// with a token bucket of `bucket_depth` sessions (default 5, about 40 ms at 100 calls/s).
+    #[arg(long)]
+    pub se_rate_tau_ms: Option<u64>,
     /// A dynamic experiment (load schedules, e.g. shen2008-fig27-31) in the topology: its
     /// schedule's times are multiplied by this (0.25 runs the 1600 s pattern in 400 s);
     /// SIP's timers are not scaled.
