@@ -140,9 +140,9 @@ pub struct OverloadArgs {
     /// bounds the setup delay the feedback aims for.
     #[arg(long)]
     pub budget_delay_ms: Option<u64>,
-    /// Topology: the SEs' RFC 7415 tolerance τ, milliseconds (default 20): how much of a
-    /// burst above the fed-back rate an SE lets through. The simulator's SEs enforce rates
-    /// with a token bucket of `bucket_depth` sessions (default 5, about 40 ms at 100 calls/s).
+    /// Topology: the SEs' RFC 7415 tolerance τ, milliseconds: how much of a burst above the
+    /// fed-back rate an SE lets through. Default: what the simulator's SEs let through, whose
+    /// token bucket holds `bucket_depth` sessions (5: 40 ms at 100 calls/s per SE).
     #[arg(long)]
     pub se_rate_tau_ms: Option<u64>,
     /// A dynamic experiment (load schedules, e.g. shen2008-fig27-31) in the topology: its
