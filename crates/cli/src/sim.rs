@@ -92,6 +92,10 @@ pub const BUILTIN: &[(&str, &str)] = &[
         include_str!("../../../experiments/shen2008-fig21.toml"),
     ),
     (
+        "shen2008-fig21-low-delay",
+        include_str!("../../../experiments/shen2008-fig21-low-delay.toml"),
+    ),
+    (
         "shen2008-fig24-26",
         include_str!("../../../experiments/shen2008-fig24-26.toml"),
     ),
