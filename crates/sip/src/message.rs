@@ -282,15 +282,13 @@ impl Message {
                 admission.admit_header(&buf, header.name, index, header.value)?;
             }
         }
-        let body = body_span(&admission, buf.len(), scanned?)?;
-        Ok(Message {
-            buf,
+        let parts = Parts {
             start,
-            headers_start: headers_start as u32,
+            headers_start,
             headers,
-            body,
             admission,
-        })
+        };
+        parts.into_message(buf, scanned?)
     }
 
     /// The start of a parse: the size limit, keep-alive CRLFs and the start line; returns the
@@ -317,9 +315,33 @@ impl Message {
     }
 }
 
+/// What a parse gathers before the body: the message is built from it once, at the end.
+pub(crate) struct Parts {
+    pub(crate) start: StartLine,
+    pub(crate) headers_start: usize,
+    pub(crate) headers: Vec<HeaderSpan>,
+    pub(crate) admission: Admission,
+}
+
+impl Parts {
+    /// The message, with its body from `pos` (where the header fields end).
+    #[inline]
+    pub(crate) fn into_message(self, buf: Bytes, pos: usize) -> Result<Message> {
+        let body = body_span(&self.admission, buf.len(), pos)?;
+        Ok(Message {
+            buf,
+            start: self.start,
+            headers_start: self.headers_start as u32,
+            headers: self.headers,
+            body,
+            admission: self.admission,
+        })
+    }
+}
+
 /// The body from `pos` (the header fields' end) as Content-Length declares it.
 #[inline]
-pub(crate) fn body_span(admission: &Admission, len: usize, pos: usize) -> Result<Span> {
+fn body_span(admission: &Admission, len: usize, pos: usize) -> Result<Span> {
     let available = len - pos;
     let body_len = match admission.content_length {
         Some(declared) => {

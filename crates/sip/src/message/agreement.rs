@@ -5,7 +5,7 @@
 use bytes::Bytes;
 use proptest::prelude::*;
 
-use super::{body_span, header_line_error, line_at, Admission, HeaderSpan, Limits, Message, Span};
+use super::{header_line_error, line_at, Admission, HeaderSpan, Limits, Message, Parts, Span};
 use crate::error::{ErrorKind, ParseError, Result};
 use crate::header::HeaderName;
 use crate::scan::{self, Native, Words};
@@ -111,15 +111,13 @@ fn parse_line_by_line(buf: Bytes, limits: &Limits) -> Result<Message> {
         pos = next;
     }
 
-    let body = body_span(&admission, buf.len(), pos)?;
-    Ok(Message {
-        buf,
+    let parts = Parts {
         start,
-        headers_start: headers_start as u32,
+        headers_start,
         headers,
-        body,
         admission,
-    })
+    };
+    parts.into_message(buf, pos)
 }
 
 /// Header lines built to hit the scan's edge cases: known names in any case and compact,
