@@ -112,7 +112,7 @@ impl OverloadConfig {
                     return Err("overload role re needs at least one neighbour".into());
                 }
                 if retry_after_s > 0 {
-                    // RFC 7339 §5.6 spirit: a Retry-After switches a whole client off.
+                    // RFC 7339 §5.10.2: a Retry-After switches a whole client off.
                     return Err("overload role re: set admission.retry_after_s = 0 \
                                 (rejections carry no Retry-After)"
                         .into());
@@ -120,8 +120,12 @@ impl OverloadConfig {
                 Ok(())
             }
             HopRole::Se => {
-                if self.client.algorithms.is_empty() {
-                    return Err("overload role se: client.algorithms is empty".into());
+                // RFC 7339 §5.10: a request the client reduces is answered with a 503
+                // without Retry-After, which would stop the caller's whole traffic.
+                if retry_after_s > 0 {
+                    return Err("overload role se: set admission.retry_after_s = 0 \
+                                (reduced requests are answered 503 without Retry-After)"
+                        .into());
                 }
                 Ok(())
             }

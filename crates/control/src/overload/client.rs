@@ -30,7 +30,7 @@ pub struct OcClientConfig {
     /// How long a value holds when the response has no `oc-validity`.
     #[serde(rename = "default_validity_ms", with = "crate::serde_millis")]
     pub default_validity: Duration,
-    /// Longer `oc-validity` values are out of range (ignored and counted).
+    /// Longer `oc-validity` values are shortened to this (state kept per next hop is bounded).
     #[serde(rename = "max_validity_ms", with = "crate::serde_millis")]
     pub max_validity: Duration,
     /// Weight of each request in the loss algorithm's category mix estimate.
@@ -152,8 +152,7 @@ pub struct OcClient {
 impl OcClient {
     /// `seed` and `stream` select this client's random stream; give each next hop its
     /// own `stream`.
-    /// An empty or repeated algorithm list is cleaned up: `loss`, which every
-    /// participant implements (RFC 7339 §7), stands in for an empty one.
+    /// A repeated algorithm list is cleaned up, and `loss` is added when it is missing.
     pub fn new(mut config: OcClientConfig, seed: u64, stream: u64, now: Time) -> Self {
         let mut seen = Vec::with_capacity(config.algorithms.len());
         config.algorithms.retain(|a| {
@@ -161,7 +160,9 @@ impl OcClient {
             seen.push(*a);
             first
         });
-        if config.algorithms.is_empty() {
+        // RFC 7339 §4.2, §5.1: the offered list MUST contain `loss`, the algorithm every
+        // participant implements; it goes last, so the configured preference stands.
+        if !config.algorithms.contains(&OcAlgorithm::Loss) {
             config.algorithms.push(OcAlgorithm::Loss);
         }
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
@@ -270,13 +271,19 @@ impl OcClient {
         let Some(algorithm) = algorithm.filter(|a| self.config.algorithms.contains(a)) else {
             return OcUpdate::UnknownAlgorithm;
         };
-        let validity = match response.validity_ms {
-            None => self.config.default_validity,
-            Some(ms) => Duration::from_millis(ms),
-        };
-        if validity > self.config.max_validity {
-            return OcUpdate::OutOfRange;
+        // `oc-validity=0` ends control whatever `oc` says (RFC 7339 §4.3, §5.7; the client
+        // SHOULD ignore `oc` then), so it is checked before the value's range.
+        if response.validity_ms == Some(0) {
+            self.stop();
+            self.last_seq = Some(seq);
+            return OcUpdate::Stopped;
         }
+        // The client MUST honour the server's validity (§5.5): a longer one than this
+        // client keeps state for is shortened, not ignored.
+        let validity = response
+            .validity_ms
+            .map_or(self.config.default_validity, Duration::from_millis)
+            .min(self.config.max_validity);
         let in_range = match algorithm {
             OcAlgorithm::Loss => oc <= 100,
             OcAlgorithm::Rate | OcAlgorithm::SluiceWindow => u32::try_from(oc).is_ok(),
@@ -285,10 +292,6 @@ impl OcClient {
             return OcUpdate::OutOfRange;
         }
         self.last_seq = Some(seq);
-        if validity.is_zero() {
-            self.stop();
-            return OcUpdate::Stopped;
-        }
         self.apply(now, algorithm, oc);
         self.expires = Some(now + validity);
         OcUpdate::Applied
@@ -330,9 +333,13 @@ impl OcClient {
         self.expires = None;
     }
 
+    /// At expiry the stored values, `oc-seq` included, go back to their defaults (RFC 7339
+    /// §5.4): a next hop that restarted with a smaller `oc-seq` is heard again from then on,
+    /// not ignored until its counter passes the old one.
     fn expire(&mut self, now: Time) {
         if self.expires.is_some_and(|at| now >= at) {
             self.stop();
+            self.last_seq = None;
             self.stats.expired += 1;
         }
     }

@@ -117,6 +117,9 @@ pub struct OcServerStats {
 struct Neighbour {
     /// The last loss/rate/fraction value, repeated while nothing newer arrives.
     last: Option<FeedbackValue>,
+    /// A window was sent since the last release: windows are not repeated, so later
+    /// responses without a new one say nothing (the window in force stands).
+    window_sent: bool,
     arrivals: OfferedEstimator,
     fed_forward: Option<f64>,
 }
@@ -166,6 +169,7 @@ impl OcServer {
                 id,
                 Neighbour {
                     last: None,
+                    window_sent: false,
                     arrivals: meter,
                     fed_forward: None,
                 },
@@ -215,12 +219,30 @@ impl OcServer {
         };
         let neighbour = self.neighbour(now, to)?;
         let value = match feedback.map(|f| f.value) {
-            Some(v @ FeedbackValue::Window(_)) => v,
+            Some(v @ FeedbackValue::Window(_)) => {
+                neighbour.window_sent = true;
+                v
+            }
             Some(v) => {
                 neighbour.last = Some(v);
                 v
             }
-            None => neighbour.last?,
+            None => match neighbour.last {
+                Some(v) => v,
+                None if neighbour.window_sent => return None,
+                // Nothing to ask yet (e.g. before the generator's first control step). An
+                // unstamped response would tell the client this server does not take part
+                // (RFC 7339 §6); `oc=0` with `oc-validity=0` says it does, and asks nothing.
+                None => {
+                    self.stats.stamped += 1;
+                    return Some(OcParams {
+                        oc: 0,
+                        algorithm,
+                        validity_ms: 0,
+                        seq: self.next_seq(now),
+                    });
+                }
+            },
         };
         let Some(oc) = translate(neighbour, now, value, algorithm) else {
             self.stats.unconvertible += 1;
@@ -252,6 +274,7 @@ impl OcServer {
         let algorithm = self.negotiate(offered)?;
         if let Some(neighbour) = self.neighbours.get_mut(&to) {
             neighbour.last = None;
+            neighbour.window_sent = false;
             neighbour.arrivals.set_pass(now, 1.0);
         }
         self.stats.stamped += 1;

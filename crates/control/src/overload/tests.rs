@@ -161,15 +161,51 @@ fn zero_validity_stops_control_at_once() {
 }
 
 #[test]
+fn zero_validity_stops_control_whatever_the_value() {
+    // RFC 7339 §5.7: the client SHOULD ignore `oc` when `oc-validity=0`; an out-of-range
+    // value must not keep control running.
+    let mut c = client(&[OcAlgorithm::Loss]);
+    c.on_response(Time::ZERO, &response(100, "loss", 10_000, "1.0"));
+    assert_eq!(
+        c.on_response(Time::from_millis(1), &response(150, "loss", 0, "1.1")),
+        OcUpdate::Stopped
+    );
+    assert_eq!(c.active(), None);
+}
+
+#[test]
+fn a_longer_validity_than_kept_is_shortened_not_ignored() {
+    let mut c = client(&[OcAlgorithm::Loss]);
+    assert_eq!(
+        c.on_response(Time::ZERO, &response(10, "loss", 3_600_001, "1.0")),
+        OcUpdate::Applied
+    );
+    assert_eq!(c.poll_timeout(), Some(Time::from_secs(3600)));
+}
+
+#[test]
+fn a_restarted_server_is_heard_again_once_its_old_value_expires() {
+    let mut c = client(&[OcAlgorithm::Loss]);
+    c.on_response(Time::ZERO, &response(50, "loss", 500, "1700000000.00007"));
+    // The server restarts with a counter from 1: stale while the old value holds.
+    assert_eq!(
+        c.on_response(Time::from_millis(100), &response(20, "loss", 500, "1.0")),
+        OcUpdate::Stale
+    );
+    // At expiry the stored oc-seq goes back to its default (RFC 7339 §5.4).
+    assert_eq!(
+        c.on_response(Time::from_millis(600), &response(20, "loss", 500, "2.0")),
+        OcUpdate::Applied
+    );
+    assert_eq!(c.value(), Some(20));
+}
+
+#[test]
 fn out_of_range_unknown_and_unnumbered_values_are_ignored_and_counted() {
     let mut c = client(&[OcAlgorithm::Loss]);
     let t = Time::ZERO;
     assert_eq!(
         c.on_response(t, &response(101, "loss", 500, "1.0")),
-        OcUpdate::OutOfRange
-    );
-    assert_eq!(
-        c.on_response(t, &response(10, "loss", 3_600_001, "1.1")),
         OcUpdate::OutOfRange
     );
     // Not offered by this client, though known.
@@ -196,7 +232,7 @@ fn out_of_range_unknown_and_unnumbered_values_are_ignored_and_counted() {
             s.missing_seq,
             s.malformed
         ),
-        (2, 2, 1, 1)
+        (1, 2, 1, 1)
     );
     // A rejected value does not advance the sequence: 1.0 is still acceptable.
     assert_eq!(
@@ -355,8 +391,12 @@ fn client_request_params_render_exactly() {
     }
     let mut via = String::new();
     c.append_request_params(Time::from_millis(100), &mut via);
-    assert_eq!(via, ";oc;oc-algo=\"sluicewin\";sluice-ff=250.000");
-    // An empty list would break the grammar; a repeated token says nothing new.
+    assert_eq!(via, ";oc;oc-algo=\"sluicewin,loss\";sluice-ff=250.000");
+    // `loss` MUST be offered (RFC 7339 §4.2): added last when missing. An empty list would
+    // break the grammar; a repeated token says nothing new.
+    let mut via = String::new();
+    client(&[OcAlgorithm::Rate]).append_request_params(Time::ZERO, &mut via);
+    assert_eq!(via, ";oc;oc-algo=\"rate,loss\"");
     let mut via = String::new();
     client(&[]).append_request_params(Time::ZERO, &mut via);
     assert_eq!(via, ";oc;oc-algo=\"loss\"");
@@ -452,7 +492,9 @@ oc-validity=500;oc-seq=1700000002.00000"
 fn server_repeats_rate_values_with_fresh_seq_but_never_windows() {
     let mut s = server(&OcAlgorithm::ALL);
     let t = Time::from_secs(1);
-    assert_eq!(s.response_params::<&str>(t, SE, &["loss"], None), None);
+    // Before any feedback: "taking part, asking nothing" (RFC 7339 §6), never silence.
+    let idle = s.response_params::<&str>(t, SE, &["loss"], None).unwrap();
+    assert_eq!((idle.oc, idle.validity_ms), (0, 0));
     let first = s
         .response_params(t, SE, &["loss"], fb(1, FeedbackValue::AcceptFraction(0.25)))
         .unwrap();
@@ -465,6 +507,16 @@ fn server_repeats_rate_values_with_fresh_seq_but_never_windows() {
     let repeated = s.response_params::<&str>(t, SE, &["sluicewin"], None);
     assert_eq!(repeated, None);
     assert_eq!(s.stats().unconvertible, 1);
+    // A window client: asked for nothing until its first window, then the window it was
+    // given stands (silence), never an `oc=0` that would end its control.
+    let mut s = server(&OcAlgorithm::ALL);
+    let idle = s
+        .response_params::<&str>(t, SE, &["sluicewin"], None)
+        .unwrap();
+    assert_eq!((idle.oc, idle.validity_ms), (0, 0));
+    s.response_params(t, SE, &["sluicewin"], fb(1, FeedbackValue::Window(4)))
+        .unwrap();
+    assert_eq!(s.response_params::<&str>(t, SE, &["sluicewin"], None), None);
 }
 
 #[test]
@@ -608,8 +660,10 @@ fn release_parameters_stop_the_client_at_once() {
     assert_eq!((r.oc, r.validity_ms), (0, 0));
     assert_eq!(c.on_response(t, &wire(r)), OcUpdate::Stopped);
     assert_eq!(c.admit(t, &INVITE), OcVerdict::Forward);
-    // Nothing is repeated after a release.
-    assert_eq!(s.response_params::<&str>(t, SE, &["loss"], None), None);
+    // Nothing is repeated after a release: later responses ask for nothing.
+    let after = s.response_params::<&str>(t, SE, &["loss"], None).unwrap();
+    assert_eq!((after.oc, after.validity_ms), (0, 0));
+    assert!(after.seq > r.seq);
 }
 
 #[test]
