@@ -78,6 +78,12 @@
 //! varies from run to run. With 100 s points (20 s warm-up) rate-occ1 is within 0.04 at
 //! every load (0.848/0.861/0.857/0.842/0.809 live, 0.846/0.870/0.875/0.858/0.846
 //! simulated). Session 3's 24 of 30 compared 20 s live points with 100 s simulated ones.
+//! Session 6, all of fig. 21 with 100 s points (20 s warm-up; load average 0.3-7, the
+//! highest during win-disc's 8x and 10x): 30 of 30 within 0.1, the largest gaps rate-abs at
+//! 1x (0.922 live with the SEs' then 20 ms RFC 7415 tolerance, 0.990 simulated) and
+//! win-disc at 10x (0.896 against 0.956).
+//!
+//! The comparison counts live calls by the paper's rule (`w/180`), as the simulator does.
 
 use std::fmt::Write as _;
 use std::net::SocketAddr;
@@ -941,14 +947,18 @@ fn compare_with_simulator(
             else {
                 continue;
             };
-            let diff = (p.goodput - r.goodput).abs();
+            // The simulator counts a call as Shen et al. do, with all five setup messages
+            // (the unretransmitted 180 included): compare the live count by that rule.
+            // With feedback the two live counts agree; without, only this one collapses.
+            let live_goodput = p.goodput_with_180.unwrap_or(p.goodput);
+            let diff = (live_goodput - r.goodput).abs();
             let pass = diff <= TOLERANCE;
             failed += usize::from(!pass);
             println!(
                 "{:<w$} {:>5} {:>8.3} {:>8.3} {:>8.3} {:>5}",
                 v.label,
                 x,
-                p.goodput,
+                live_goodput,
                 r.goodput,
                 diff,
                 if pass { "pass" } else { "FAIL" }
@@ -957,14 +967,14 @@ fn compare_with_simulator(
                 csv,
                 "{},{x},{:.4},{:.4},{diff:.4},{pass},{:.2},{:.4},{:.4},{:.4}",
                 overload::csv_field(&v.label),
-                p.goodput,
+                live_goodput,
                 r.goodput,
                 r.setup_delay_p99_ms,
                 r.retrans_ratio,
                 r.occupancy,
                 r.reject_ratio
             );
-            live_curve.points.push((*x, p.goodput));
+            live_curve.points.push((*x, live_goodput));
             sim_curve.points.push((*x, r.goodput));
         }
         curves.push(live_curve);
