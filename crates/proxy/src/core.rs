@@ -317,7 +317,15 @@ pub struct ProxyCore {
     // Occupancy window.
     window_start: Time,
     window_busy: Duration,
+    /// No emulated cost: the admission policy's CPU load comes from the shell's
+    /// measurements, sampled every [`NATIVE_CPU_SAMPLE`].
+    native_speed: bool,
+    cpu_sample_start: Time,
+    cpu_sample_busy: Duration,
 }
+
+/// How often the policy gets a native CPU sample: the PI's and OCC's 10 ms sampling.
+const NATIVE_CPU_SAMPLE: Duration = Duration::from_millis(10);
 
 impl std::fmt::Debug for ProxyCore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -423,6 +431,11 @@ impl ProxyCore {
             cur_to_tag: false,
             window_start: now,
             window_busy: Duration::ZERO,
+            native_speed: config.cost_forward().is_zero()
+                && config.cost_reject().is_zero()
+                && config.cost_other().is_zero(),
+            cpu_sample_start: now,
+            cpu_sample_busy: Duration::ZERO,
         }
     }
 
@@ -607,6 +620,26 @@ impl ProxyCore {
     pub fn record_native_busy(&mut self, busy: Duration) {
         self.stats.busy_native += busy;
         self.window_busy += busy;
+        self.cpu_sample_busy += busy;
+    }
+
+    /// At native speed (no emulated cost) the policy's CPU load is what the shell measured:
+    /// completions carry no service time then, and OCC and the PI would read an idle CPU
+    /// however loaded the proxy is. With emulated costs the virtual service times are the
+    /// load, as in the simulator, and no sample is given (a first sample would switch the
+    /// policy's meter to samples for good).
+    fn sample_native_cpu(&mut self, now: Time) {
+        if !self.native_speed {
+            return;
+        }
+        let elapsed = now.saturating_since(self.cpu_sample_start);
+        if elapsed < NATIVE_CPU_SAMPLE {
+            return;
+        }
+        let busy = self.cpu_sample_busy.as_secs_f64() / elapsed.as_secs_f64();
+        self.admission.get().on_cpu_sample(now, busy.min(1.0));
+        self.cpu_sample_start = now;
+        self.cpu_sample_busy = Duration::ZERO;
     }
 
     // ---- processor and timers ----
@@ -616,6 +649,7 @@ impl ProxyCore {
         self.txn.handle_timeout(now);
         self.hop.handle_timeout(now);
         self.drain_txn(now);
+        self.sample_native_cpu(now);
         let policy = self.admission.get();
         if policy.poll_timeout().is_some_and(|t| t <= now) {
             policy.handle_timeout(now);

@@ -895,3 +895,42 @@ fn a_retransmitted_invite_is_not_a_new_session_and_a_rejected_one_is_rejected_ag
         .count();
     assert_eq!(invites, 1);
 }
+
+/// 1,000 new INVITEs a second for 3 s, the shell reporting 0.95 ms of native work every
+/// millisecond; returns the policy's CPU load at the end and the 503s sent.
+fn native_busy_run(cfg: &ProxyConfig) -> (Option<f64>, usize) {
+    let mut core = core_with(cfg);
+    let mut rejected = 0;
+    for ms in 0..3000u64 {
+        let now = Time::from_millis(ms);
+        core.handle_datagram(now, Bytes::from(invite(&format!("n{ms}"), 70)), addr(UAC));
+        core.handle_timeout(now);
+        rejected += drain(&mut core)
+            .iter()
+            .filter(|t| text(t).starts_with("SIP/2.0 503"))
+            .count();
+        core.record_native_busy(Duration::from_micros(950));
+    }
+    (core.admission_metrics().cpu_load, rejected)
+}
+
+#[test]
+fn at_native_speed_the_cpu_policies_read_the_load_the_shell_measured() {
+    // No emulated cost: the PI must see the 95 % the shell measured (it read 0 before, and
+    // never rejected however loaded the proxy was).
+    let mut cfg = config();
+    cfg.invite_queue = true;
+    cfg.admission.policy = "pi".parse().unwrap();
+    cfg.validate().unwrap();
+    let (cpu, rejected) = native_busy_run(&cfg);
+    assert!(cpu.is_some_and(|c| c > 0.9), "cpu {cpu:?}");
+    assert!(rejected > 0, "no 503 at 95 % CPU against a 90 % target");
+    // With emulated costs the virtual processor is the load (0.1 ms per INVITE: 10 %), and
+    // the shell's native time is not mixed in.
+    cfg.cost_forward_us = 100;
+    cfg.cost_other_us = Some(0);
+    cfg.cost_reject_us = 25;
+    let (cpu, rejected) = native_busy_run(&cfg);
+    assert!(cpu.is_some_and(|c| (0.05..0.2).contains(&c)), "cpu {cpu:?}");
+    assert_eq!(rejected, 0);
+}

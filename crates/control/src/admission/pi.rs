@@ -37,6 +37,10 @@
 //! the drain the output clamp cannot see, so a tick that finds the drain budget full
 //! while INVITEs wait does not integrate `u` upwards.
 //!
+//! **Set-point cap** (ours): `q_T` is held at or below `q_M / 2`. The paper's `q_T` grows
+//! with the arrival rate, and past `q_M` it cannot be reached: the queue loop would then
+//! stop draining a full queue.
+//!
 //! **Draining**: the budget accrues continuously at `u` and is capped at one tick's
 //! worth (at least one INVITE), so an idle worker cannot bank a burst. See
 //! [`DrainController`] for the driver sequence.
@@ -61,6 +65,14 @@ use std::time::Duration;
 
 /// Rounding slack when comparing accrued budget against one whole INVITE.
 const BUDGET_EPS: f64 = 1e-9;
+
+/// The largest queue set-point, as a share of `q_M`. The paper's `q_T = T̄_q r̃` grows
+/// with the arrival rate; once it passes `q_M` the queue can never reach it, `e_q` stays
+/// negative and the queue loop drives the drain rate to zero while the full queue drops
+/// every new INVITE (seen live: 15,000 INVITEs/s with `T̄_q` = 50 ms and `q_M` = 800 gave
+/// no goodput at all). Half the queue keeps the loop in its linear range with room for
+/// bursts; below `q_M / (2 T̄_q)` INVITEs/s (8,000/s at the defaults) nothing changes.
+const QUEUE_TARGET_MAX_SHARE: f64 = 0.5;
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -373,8 +385,10 @@ impl DualLoopPi {
         self.rate = low_pass(self.rate, sample, dt, self.tau_rate);
         // CPU loop, eq. (8).
         self.cpu_loop.step(self.cpu - self.target_cpu, dt);
-        // Queue loop, eq. (7).
-        self.queue_target = self.target_delay * self.rate;
+        // Queue loop, eq. (7), with the set-point held below the queue's capacity (ours:
+        // see the module docs).
+        self.queue_target =
+            (self.target_delay * self.rate).min(QUEUE_TARGET_MAX_SHARE * self.max_queue as f64);
         let q = f64::from(self.queue);
         self.queue_loop
             .step_held(q - self.queue_target, dt, worker_behind);

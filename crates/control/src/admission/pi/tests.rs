@@ -150,6 +150,37 @@ fn an_underloaded_server_rejects_nothing_and_adds_about_t_q_of_delay() {
 }
 
 #[test]
+fn a_set_point_beyond_the_queue_is_capped_so_the_queue_still_drains() {
+    // 1,000 INVITEs/s into a queue of 20 with T̄_q = 50 ms: the paper's q_T would be 50, out
+    // of reach, and the queue loop would stop draining a full queue. Capped at q_M / 2 = 10
+    // the worker (0.1 ms an INVITE, C = 0.1) keeps up; only the start-up drops (249 here;
+    // uncapped, 19,974 of the 20,000 were dropped).
+    let config = PiConfig {
+        max_queue: 20,
+        ..PiConfig::default()
+    };
+    let mut pi = DualLoopPi::new(&config, 5, Time::ZERO);
+    let trace = closed_loop(
+        &mut pi,
+        Duration::from_millis(1),
+        Duration::from_micros(100),
+        Duration::from_micros(50),
+        Duration::from_secs(20),
+    );
+    let late = 500..trace.queue.len();
+    let q_t = mean(&trace.queue_target[late.clone()]);
+    assert!((q_t - 10.0).abs() < 1e-9, "q_T = {q_t}");
+    assert!(
+        trace.dropped < 500,
+        "{} of 20,000 INVITEs dropped",
+        trace.dropped
+    );
+    assert!(pi.forwarded() > 19_500, "forwarded {}", pi.forwarded());
+    let q = mean(&trace.queue[late]);
+    assert!((q - q_t).abs() < 3.0, "q = {q}, q_T = {q_t}");
+}
+
+#[test]
 fn a_trickle_of_invites_is_not_starved_when_q_t_is_below_one() {
     // 3 INVITEs/s: q_T ≈ 0.15, so a single queued INVITE is above the set-point.
     let mut pi = DualLoopPi::new(&PiConfig::default(), 5, Time::ZERO);
