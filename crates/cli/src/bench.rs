@@ -19,6 +19,9 @@ pub enum BenchCommand {
     /// any command) and a UAC on loopback; sweeps offered load as multiples of capacity for
     /// each control and writes summary.csv (the columns of `sluice sim`) and SVGs.
     Overload(crate::overload::OverloadArgs),
+    /// A proxy's own β for g_opt(r): its CPU time per forwarded call over per rejected call,
+    /// each from a run at the same rate on loopback (sluice, and Kamailio with --kamailio).
+    Beta(crate::beta::BetaArgs),
 }
 
 #[derive(Args, Debug)]
@@ -43,6 +46,7 @@ pub fn run(command: &BenchCommand) -> Result<(), String> {
         BenchCommand::Sim(args) => bench_sim(args),
         BenchCommand::Proxy(args) => crate::load::bench_proxy(args),
         BenchCommand::Overload(args) => crate::overload::bench_overload(args),
+        BenchCommand::Beta(args) => crate::beta::bench_beta(args),
     }
 }
 

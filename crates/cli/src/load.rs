@@ -366,10 +366,10 @@ fn proxy_command(
             "exec '{}' proxy --listen {{listen}} --next-hop {{next_hop}} --duration {{duration}}",
             exe.display()
         )
-    } else if let Some(workers) = spec.strip_prefix("kamailio").map(|w| {
-        w.strip_prefix(':')
-            .unwrap_or(if w.is_empty() { "1" } else { w })
-    }) {
+    } else if let Some(workers) = (spec == "kamailio")
+        .then_some("1")
+        .or_else(|| spec.strip_prefix("kamailio:"))
+    {
         let workers: u32 = workers
             .parse()
             .map_err(|_| format!("--proxy {spec}: expected kamailio or kamailio:N"))?;
@@ -457,7 +457,7 @@ enum BenchUas {
     Sipp,
 }
 
-fn bench_one(spec: &str, args: &ProxyBenchArgs) -> Result<BenchResult, String> {
+pub(crate) fn bench_one(spec: &str, args: &ProxyBenchArgs) -> Result<BenchResult, String> {
     use std::sync::atomic::{AtomicBool, Ordering};
     use std::sync::Arc;
 
@@ -799,10 +799,7 @@ fn print_step(s: &BenchStep) {
     );
 }
 
-pub fn bench_proxy(args: &ProxyBenchArgs) -> Result<(), String> {
-    if !(args.start > 0.0 && args.step > 0.0 && args.max >= args.start) {
-        return Err("need 0 < --start <= --max and --step > 0".into());
-    }
+pub(crate) fn print_step_header() {
     println!(
         "{:<14} {:>8} {:>8} {:>8} {:>6} {:>6} {:>15} {:>8} {:>8} {:>6} {:>7} {:>6} {:>6} verdict",
         "proxy",
@@ -819,6 +816,13 @@ pub fn bench_proxy(args: &ProxyBenchArgs) -> Result<(), String> {
         "uac",
         "uas"
     );
+}
+
+pub fn bench_proxy(args: &ProxyBenchArgs) -> Result<(), String> {
+    if !(args.start > 0.0 && args.step > 0.0 && args.max >= args.start) {
+        return Err("need 0 < --start <= --max and --step > 0".into());
+    }
+    print_step_header();
     if args.generator == GeneratorArg::Sipp {
         for file in ["uac.xml", "uas.xml"] {
             let path = args.sipp_scenarios.join(file);

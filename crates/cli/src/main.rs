@@ -5,6 +5,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 mod bench;
+mod beta;
 mod hop_bench;
 mod hop_dynamic;
 mod load;

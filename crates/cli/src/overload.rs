@@ -967,6 +967,38 @@ pub fn write_outputs(
         },
         &curve(&|p| p.retrans_ratio),
         None,
+    )?;
+    // Proxies at their native speed (--proxy-cmd) differ in capacity, so a normalised curve
+    // hides what an operator sees: calls/s set up at the same offered calls/s.
+    let native: Vec<Series> = labels
+        .iter()
+        .filter(|l| {
+            points
+                .iter()
+                .any(|p| p.variant == **l && p.algorithm == "external")
+        })
+        .map(|l| Series {
+            label: (*l).to_owned(),
+            points: points
+                .iter()
+                .filter(|p| p.variant == *l)
+                .map(|p| (p.x * p.capacity_cps, p.goodput_cps))
+                .collect(),
+        })
+        .collect();
+    if native.is_empty() {
+        return Ok(());
+    }
+    plot::line_chart(
+        &out.join(format!("{stem}-native.svg")),
+        &Axes {
+            title: &format!("{title}: proxies at native speed"),
+            x_label: "offered load (calls/s)",
+            y_label: "goodput (calls/s)",
+            y_max: 0.0,
+        },
+        &native,
+        None,
     )
 }
 
