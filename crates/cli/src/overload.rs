@@ -91,10 +91,10 @@ pub struct OverloadArgs {
     #[arg(long, default_value_t = 0)]
     pub cost_other_us: u64,
     /// `β`: a forwarded call's emulated cost over a rejected call's (sets cost_reject_us).
-    /// The default is near sluice's own, its proxy thread's CPU time per forwarded call
-    /// over per rejected call, printed on every run: 3.4 to 6.5 in runs here with stateless
-    /// rejections (a noisy estimate: 10 ms CPU ticks on a shared machine; about 4 when
-    /// rejections went through a transaction).
+    /// The default is near sluice's own: `sluice bench beta` measures it (its process's
+    /// CPU per forwarded call over per rejected call at native speed: 4.7 to 7.7 here at
+    /// 2,000 to 6,000 calls/s; Kamailio 8.9), and every run prints a rougher estimate from
+    /// its own points.
     #[arg(long, default_value_t = 6.0)]
     pub beta: f64,
     /// A proxy command to compare with (e.g. Kamailio with tests/kamailio/ratelimit.cfg),

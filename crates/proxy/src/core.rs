@@ -322,6 +322,10 @@ pub struct ProxyCore {
     native_speed: bool,
     cpu_sample_start: Time,
     cpu_sample_busy: Duration,
+    cpu_sample_processed: u32,
+    /// Native busy time per processed message over the last sample (receive-stage work
+    /// included): the service time completions carry at native speed.
+    native_cost: Duration,
 }
 
 /// How often the policy gets a native CPU sample: the PI's and OCC's 10 ms sampling.
@@ -436,6 +440,8 @@ impl ProxyCore {
                 && config.cost_other().is_zero(),
             cpu_sample_start: now,
             cpu_sample_busy: Duration::ZERO,
+            cpu_sample_processed: 0,
+            native_cost: Duration::ZERO,
         }
     }
 
@@ -624,8 +630,8 @@ impl ProxyCore {
     }
 
     /// At native speed (no emulated cost) the policy's CPU load is what the shell measured:
-    /// completions carry no service time then, and OCC and the PI would read an idle CPU
-    /// however loaded the proxy is. With emulated costs the virtual service times are the
+    /// without it OCC and the PI would read an idle CPU however loaded the proxy is. The
+    /// same sample sets the service time native completions carry. With emulated costs the virtual service times are the
     /// load, as in the simulator, and no sample is given (a first sample would switch the
     /// policy's meter to samples for good).
     fn sample_native_cpu(&mut self, now: Time) {
@@ -638,8 +644,12 @@ impl ProxyCore {
         }
         let busy = self.cpu_sample_busy.as_secs_f64() / elapsed.as_secs_f64();
         self.admission.get().on_cpu_sample(now, busy.min(1.0));
+        if self.cpu_sample_processed > 0 {
+            self.native_cost = self.cpu_sample_busy / self.cpu_sample_processed;
+        }
         self.cpu_sample_start = now;
         self.cpu_sample_busy = Duration::ZERO;
+        self.cpu_sample_processed = 0;
     }
 
     // ---- processor and timers ----
@@ -905,9 +915,18 @@ impl ProxyCore {
         let queueing_delay = start.saturating_since(q.arrived);
         self.process(now, q);
         self.stats.processed += 1;
+        // At native speed a message's service time is the shell's measured busy time per
+        // processed message (the last sample's), so the feedback generators' service-rate
+        // and occupancy estimates see the real processor, as they see the virtual one.
+        let service_time = if self.native_speed {
+            self.cpu_sample_processed += 1;
+            self.native_cost
+        } else {
+            cost
+        };
         let completion = Completion {
             message: summary,
-            service_time: cost,
+            service_time,
             queueing_delay,
             session_accepted: self.cur_accepted,
         };

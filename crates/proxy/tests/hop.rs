@@ -286,3 +286,64 @@ fn loss_reduces_normal_requests_first_and_never_in_dialog_ones() {
     }
     assert_eq!(bye_rejected, 0);
 }
+
+/// A native-speed RE (no emulated cost) running rate-abs: 1,000 INVITEs a second from one
+/// participating neighbour for 5 s, each answered 200, the shell reporting `busy_per_10ms`
+/// of work every 10 ms. Returns the last rate the RE fed back.
+fn native_re_rate(busy_per_10ms: std::time::Duration) -> u32 {
+    let mut cfg = se_config();
+    cfg.overload.role = HopRole::Re;
+    cfg.overload.neighbours = vec![addr(UAC)];
+    cfg.overload.control.algorithm = "rate-abs".parse().unwrap();
+    cfg.validate().unwrap();
+    let mut core = ProxyCore::new(&cfg, addr(PROXY), Time::ZERO);
+    let mut last = None;
+    for tick in 0..500u64 {
+        for k in 0..10u64 {
+            let now = Time::from_micros(tick * 10_000 + k * 1000);
+            let call = format!("r{tick}-{k}");
+            let out = step(
+                &mut core,
+                now,
+                invite(&call, UAC, ";oc;oc-algo=\"rate\"").as_bytes(),
+                UAC,
+            );
+            let Some(fwd) = out.iter().find(|t| t.to == addr(NEXT)) else {
+                continue;
+            };
+            let back = step(
+                &mut core,
+                now,
+                answer(fwd, 200, str::to_owned).as_bytes(),
+                NEXT,
+            );
+            for t in back.iter().filter(|t| t.to == addr(UAC)) {
+                let m = Message::parse(t.payload.clone()).unwrap();
+                let via = m.top_via().unwrap();
+                if let (Ok(Some(sluice_sip::Oc::Value(v))), Ok(Some(validity))) =
+                    (via.oc(), via.oc_validity())
+                {
+                    if validity > 0 {
+                        last = Some(v);
+                    }
+                }
+            }
+        }
+        core.record_native_busy(busy_per_10ms);
+    }
+    last.expect("the RE fed a rate back")
+}
+
+#[test]
+fn a_native_speed_re_feeds_back_what_its_measured_processor_can_serve() {
+    // A processor busy all the time serving 1,000 sessions a second can serve about that
+    // many; one busy a tenth of the time, about ten times more. Without the shell's
+    // measurement both read an idle processor and fed back the same rate.
+    let saturated = native_re_rate(std::time::Duration::from_millis(10));
+    let light = native_re_rate(std::time::Duration::from_millis(1));
+    assert!((600..=1_400).contains(&saturated), "saturated: {saturated}");
+    assert!(
+        light > 3 * saturated,
+        "light {light}, saturated {saturated}"
+    );
+}
