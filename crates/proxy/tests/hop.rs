@@ -131,14 +131,19 @@ fn se_declares_support_applies_loss_from_its_next_hop_only_and_rejects_new_sessi
     assert_eq!(core.stats(Time::from_millis(5)).hop.client.out_of_range, 1);
 }
 
-#[test]
-fn re_stamps_responses_to_participating_neighbours_only() {
+/// An RE running rate-abs for one configured neighbour, `UAC`.
+fn rate_abs_re() -> ProxyCore {
     let mut cfg = se_config();
     cfg.overload.role = HopRole::Re;
     cfg.overload.neighbours = vec![addr(UAC)];
     cfg.overload.control.algorithm = "rate-abs".parse().unwrap();
     cfg.validate().unwrap();
-    let mut core = ProxyCore::new(&cfg, addr(PROXY), Time::ZERO);
+    ProxyCore::new(&cfg, addr(PROXY), Time::ZERO)
+}
+
+#[test]
+fn re_stamps_responses_to_participating_neighbours_only() {
+    let mut core = rate_abs_re();
     let oc = ";oc;oc-algo=\"rate,loss\"";
     let (mut stamped, mut stranger_stamped, mut plain_stamped) = (0, 0, 0);
     for i in 0..300u64 {
@@ -291,12 +296,7 @@ fn loss_reduces_normal_requests_first_and_never_in_dialog_ones() {
 /// participating neighbour for 5 s, each answered 200, the shell reporting `busy_per_10ms`
 /// of work every 10 ms. Returns the last rate the RE fed back.
 fn native_re_rate(busy_per_10ms: std::time::Duration) -> u32 {
-    let mut cfg = se_config();
-    cfg.overload.role = HopRole::Re;
-    cfg.overload.neighbours = vec![addr(UAC)];
-    cfg.overload.control.algorithm = "rate-abs".parse().unwrap();
-    cfg.validate().unwrap();
-    let mut core = ProxyCore::new(&cfg, addr(PROXY), Time::ZERO);
+    let mut core = rate_abs_re();
     let mut last = None;
     for tick in 0..500u64 {
         for k in 0..10u64 {
