@@ -631,9 +631,9 @@ impl ProxyCore {
 
     /// At native speed (no emulated cost) the policy's CPU load is what the shell measured:
     /// without it OCC and the PI would read an idle CPU however loaded the proxy is. The
-    /// same sample sets the service time native completions carry. With emulated costs the virtual service times are the
-    /// load, as in the simulator, and no sample is given (a first sample would switch the
-    /// policy's meter to samples for good).
+    /// same sample sets the service time native completions carry. With emulated costs the
+    /// virtual service times are the load, as in the simulator, and no sample is given (a
+    /// first sample would switch the policy's meter to samples for good).
     fn sample_native_cpu(&mut self, now: Time) {
         if !self.native_speed {
             return;
