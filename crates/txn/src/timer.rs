@@ -274,7 +274,7 @@ mod tests {
         ) {
             let mut q = TimerQueue::new();
             let cancelled = RefCell::new(BTreeSet::new());
-            let live = |_: (), seq: TimerSeq| !cancelled.borrow().contains(&seq);
+            let live = |(): (), seq: TimerSeq| !cancelled.borrow().contains(&seq);
             let mut reference: BTreeSet<(Time, TimerSeq)> = BTreeSet::new();
             let mut now = 0u64;
             for (step, delay, action) in ops {
