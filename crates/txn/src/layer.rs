@@ -197,17 +197,6 @@ const fn is_retransmit_timer(t: Timer) -> bool {
     matches!(t, Timer::A | Timer::E | Timer::G | Timer::Retransmit2xx)
 }
 
-fn timer_live(txs: &Slab<Tx>, oks: &Slab<Reliable2xx>, r: TimerRef, seq: TimerSeq) -> bool {
-    match r.timer {
-        Timer::Retransmit2xx | Timer::GiveUp2xx => oks
-            .at(r.index)
-            .is_some_and(|o| o.retx == seq || o.life == seq),
-        _ => txs
-            .at(r.index)
-            .is_some_and(|t| t.retx == seq || t.life == seq),
-    }
-}
-
 /// `part` as a `Bytes` sharing `buf` when it lies inside it (no copy), else copied.
 fn sub_bytes(buf: &Bytes, part: &[u8]) -> Bytes {
     let start = (part.as_ptr() as usize).wrapping_sub(buf.as_ptr() as usize);
@@ -301,20 +290,14 @@ impl TransactionLayer {
 
     /// The earliest instant at which [`handle_timeout`](Self::handle_timeout) has work.
     pub fn poll_timeout(&mut self) -> Option<Time> {
-        let (txs, oks) = (&self.txs, &self.oks);
-        self.timers.next_deadline(|r, s| timer_live(txs, oks, r, s))
+        self.timers.next_deadline()
     }
 
     // ---- inputs ----
 
     /// Fires every timer due at or before `now`, in deadline order (insertion order on ties).
     pub fn handle_timeout(&mut self, now: Time) {
-        loop {
-            let (txs, oks) = (&self.txs, &self.oks);
-            let Some((_, r, _)) = self.timers.pop_due(now, |r, s| timer_live(txs, oks, r, s))
-            else {
-                break;
-            };
+        while let Some((_, r, _)) = self.timers.pop_due(now) {
             self.stats.fired.count(r.timer);
             match r.timer {
                 Timer::Retransmit2xx | Timer::GiveUp2xx => self.fire_2xx(now, r),
@@ -952,11 +935,10 @@ impl TransactionLayer {
             } else {
                 &mut tx.life
             };
-            if std::mem::replace(slot, seq) != 0 {
-                self.timers.cancelled();
-            }
+            let old = std::mem::replace(slot, seq);
+            self.timers.cancel(old);
         } else {
-            self.timers.cancelled();
+            self.timers.cancel(seq);
         }
         self.compact();
     }
@@ -968,9 +950,8 @@ impl TransactionLayer {
             } else {
                 &mut tx.life
             };
-            if std::mem::take(slot) != 0 {
-                self.timers.cancelled();
-            }
+            let old = std::mem::take(slot);
+            self.timers.cancel(old);
         }
     }
 
@@ -982,18 +963,16 @@ impl TransactionLayer {
             } else {
                 &mut ok.life
             };
-            if std::mem::replace(slot, seq) != 0 {
-                self.timers.cancelled();
-            }
+            let old = std::mem::replace(slot, seq);
+            self.timers.cancel(old);
         } else {
-            self.timers.cancelled();
+            self.timers.cancel(seq);
         }
         self.compact();
     }
 
     fn compact(&mut self) {
-        let (txs, oks) = (&self.txs, &self.oks);
-        self.timers.maybe_compact(|r, s| timer_live(txs, oks, r, s));
+        self.timers.maybe_compact();
     }
 
     // ---- bookkeeping ----
@@ -1017,12 +996,8 @@ impl TransactionLayer {
         let Some(tx) = self.txs.remove_at(index) else {
             return;
         };
-        if tx.retx != 0 {
-            self.timers.cancelled();
-        }
-        if tx.life != 0 {
-            self.timers.cancelled();
-        }
+        self.timers.cancel(tx.retx);
+        self.timers.cancel(tx.life);
         let id = match tx.key {
             TxKey::Client(k) => {
                 self.client_index.remove(&k);
@@ -1039,12 +1014,8 @@ impl TransactionLayer {
 
     fn remove_2xx(&mut self, index: u32) -> Option<Reliable2xx> {
         let ok = self.oks.remove_at(index)?;
-        if ok.retx != 0 {
-            self.timers.cancelled();
-        }
-        if ok.life != 0 {
-            self.timers.cancelled();
-        }
+        self.timers.cancel(ok.retx);
+        self.timers.cancel(ok.life);
         self.ok_index.remove(&ok.key);
         Some(ok)
     }

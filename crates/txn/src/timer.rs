@@ -1,11 +1,10 @@
 //! The timer table: sorted FIFO lanes of `(deadline, sequence)` with lazy cancellation.
 //!
 //! Most timers never fire (Timer A stops at the first provisional, B at the final response), so
-//! cancelling must cost nothing: the owner of a timer remembers the sequence number it was
-//! given and forgets it to cancel. An entry whose sequence its owner no longer holds is stale;
-//! stale entries are dropped when they reach the front, and the whole table is compacted in
-//! one O(n) pass when stale entries outnumber live ones, so memory stays proportional to the
-//! live timers. Equal deadlines fire in insertion order (the sequence is the tie-breaker),
+//! cancelling must cost almost nothing: it clears the timer's bit in a window of sequence
+//! numbers, and the entry itself stays where it is. Stale entries are dropped when they reach
+//! the front, and the whole table is compacted in one O(n) pass when stale entries outnumber
+//! live ones, so memory stays proportional to the live timers. Equal deadlines fire in insertion order (the sequence is the tie-breaker),
 //! which keeps runs deterministic.
 //!
 //! Why lanes and not a heap: a transaction layer arms timers as `now + d` for a handful of
@@ -18,6 +17,11 @@
 //! in use (a clock driven backwards, many distinct durations) goes to a heap, so the order is
 //! exact for any input. The pop order is the heap's exactly: both yield ascending
 //! `(deadline, sequence)`.
+//!
+//! Why a bit per sequence and not the owner's word: asking the owner meant reading its
+//! transaction, one cache miss per timer (most of them stale), 7 % of a simulator run. The
+//! bits cover the sequences from the oldest one still live to the newest, so they take
+//! (timers armed per second × longest timer) / 8 bytes: 40 KB at 10,000 timers/s for 32 s.
 
 use std::cmp::Ordering;
 use std::collections::VecDeque;
@@ -77,8 +81,58 @@ enum Front {
     Overflow,
 }
 
-/// Timers carrying a small `Copy` payload; liveness is decided by the owner through a
-/// `(payload, seq) -> bool` predicate, so cancelling needs no access to the queue.
+/// One bit per sequence number from `base_word * 64` on: set while the timer is armed.
+#[derive(Debug, Default)]
+struct LiveBits {
+    words: VecDeque<u64>,
+    base_word: u64,
+}
+
+impl LiveBits {
+    fn set(&mut self, seq: TimerSeq) {
+        let word = seq / 64;
+        if self.words.is_empty() {
+            self.base_word = word;
+        }
+        // Sequences only grow, so a new bit is never below the window.
+        let Some(offset) = word.checked_sub(self.base_word) else {
+            return;
+        };
+        while self.words.len() as u64 <= offset {
+            self.words.push_back(0);
+        }
+        self.words[offset as usize] |= 1 << (seq % 64);
+    }
+
+    /// Clears the bit; true if it was set.
+    fn clear(&mut self, seq: TimerSeq) -> bool {
+        let Some(word) = (seq / 64)
+            .checked_sub(self.base_word)
+            .and_then(|o| self.words.get_mut(o as usize))
+        else {
+            return false;
+        };
+        let bit = 1 << (seq % 64);
+        let was = *word & bit != 0;
+        *word &= !bit;
+        // Drop the dead words at the low end, so the window starts at the oldest live timer.
+        while self.words.front() == Some(&0) {
+            self.words.pop_front();
+            self.base_word += 1;
+        }
+        was
+    }
+
+    fn get(&self, seq: TimerSeq) -> bool {
+        (seq / 64)
+            .checked_sub(self.base_word)
+            .and_then(|o| self.words.get(o as usize))
+            .is_some_and(|w| w & (1 << (seq % 64)) != 0)
+    }
+}
+
+/// Timers carrying a small `Copy` payload. The owner keeps the sequence it was given, to
+/// [`cancel`](Self::cancel) the timer with.
 #[derive(Debug)]
 pub(crate) struct TimerQueue<T> {
     /// Each lane ascending by `(at, seq)`; empty lanes are kept for reuse.
@@ -86,6 +140,7 @@ pub(crate) struct TimerQueue<T> {
     /// What fitted no lane.
     overflow: QuaternaryHeap<Entry<T>>,
     entries: usize,
+    armed: LiveBits,
     next_seq: TimerSeq,
     live: usize,
 }
@@ -96,12 +151,13 @@ impl<T: Copy> TimerQueue<T> {
             lanes: Vec::new(),
             overflow: QuaternaryHeap::new(),
             entries: 0,
+            armed: LiveBits::default(),
             next_seq: 0,
             live: 0,
         }
     }
 
-    /// Schedules a timer; the returned sequence is what the owner keeps to keep it alive.
+    /// Schedules a timer; the returned sequence is what the owner keeps to cancel it.
     pub(crate) fn schedule(&mut self, at: Time, payload: T) -> TimerSeq {
         self.next_seq += 1;
         let entry = Entry {
@@ -127,14 +183,17 @@ impl<T: Copy> TimerQueue<T> {
             None if self.lanes.len() < MAX_LANES => self.lanes.push(VecDeque::from([entry])),
             None => self.overflow.push(entry),
         }
+        self.armed.set(self.next_seq);
         self.entries += 1;
         self.live += 1;
         self.next_seq
     }
 
-    /// The owner forgot a live timer's sequence: one fewer live entry.
-    pub(crate) fn cancelled(&mut self) {
-        self.live = self.live.saturating_sub(1);
+    /// Cancels a timer; a sequence already fired or cancelled (or 0) is ignored.
+    pub(crate) fn cancel(&mut self, seq: TimerSeq) {
+        if self.armed.clear(seq) {
+            self.live -= 1;
+        }
     }
 
     /// The earliest entry, live or stale.
@@ -162,9 +221,9 @@ impl<T: Copy> TimerQueue<T> {
     }
 
     /// The earliest live deadline, dropping stale entries on the way.
-    pub(crate) fn next_deadline(&mut self, is_live: impl Fn(T, TimerSeq) -> bool) -> Option<Time> {
+    pub(crate) fn next_deadline(&mut self) -> Option<Time> {
         while let Some((front, top)) = self.front() {
-            if is_live(top.payload, top.seq) {
+            if self.armed.get(top.seq) {
                 return Some(top.at);
             }
             self.remove_front(front);
@@ -172,16 +231,12 @@ impl<T: Copy> TimerQueue<T> {
         None
     }
 
-    /// Removes and returns the earliest live timer due at or before `now`. The caller must
-    /// treat the timer as no longer armed (it is no longer counted as live).
-    pub(crate) fn pop_due(
-        &mut self,
-        now: Time,
-        is_live: impl Fn(T, TimerSeq) -> bool,
-    ) -> Option<(Time, T, TimerSeq)> {
+    /// Removes and returns the earliest live timer due at or before `now`; it is no longer
+    /// armed.
+    pub(crate) fn pop_due(&mut self, now: Time) -> Option<(Time, T, TimerSeq)> {
         loop {
             let (front, top) = self.front()?;
-            if !is_live(top.payload, top.seq) {
+            if !self.armed.get(top.seq) {
                 self.remove_front(front);
                 continue;
             }
@@ -189,22 +244,22 @@ impl<T: Copy> TimerQueue<T> {
                 return None;
             }
             self.remove_front(front);
-            self.live = self.live.saturating_sub(1);
+            self.cancel(top.seq);
             return Some((top.at, top.payload, top.seq));
         }
     }
 
     /// Drops every stale entry when they dominate, so the table stays O(live timers).
     /// Amortised O(1) per cancellation: a pass over n entries happens only after n/2 went stale.
-    pub(crate) fn maybe_compact(&mut self, is_live: impl Fn(T, TimerSeq) -> bool) {
+    pub(crate) fn maybe_compact(&mut self) {
         if self.entries > COMPACT_FLOOR && self.entries > 2 * self.live {
+            let armed = &self.armed;
             for lane in &mut self.lanes {
-                lane.retain(|e| is_live(e.payload, e.seq));
+                lane.retain(|e| armed.get(e.seq));
             }
-            self.overflow.retain(|e| is_live(e.payload, e.seq));
+            self.overflow.retain(|e| armed.get(e.seq));
             self.entries =
                 self.lanes.iter().map(VecDeque::len).sum::<usize>() + self.overflow.len();
-            self.live = self.entries;
         }
     }
 
@@ -222,46 +277,58 @@ impl<T: Copy> TimerQueue<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::cell::RefCell;
     use std::collections::BTreeSet;
 
     #[test]
     fn fires_in_deadline_then_insertion_order_and_skips_cancelled() {
         let mut q = TimerQueue::new();
-        let cancelled = RefCell::new(BTreeSet::new());
-        let live = |_: u32, seq: TimerSeq| !cancelled.borrow().contains(&seq);
         let a = q.schedule(Time::from_secs(2), 1u32);
         let _b = q.schedule(Time::from_secs(1), 2);
         let _c = q.schedule(Time::from_secs(2), 3);
         let d = q.schedule(Time::from_secs(1), 4);
-        cancelled.borrow_mut().insert(d);
-        q.cancelled();
-        assert_eq!(q.next_deadline(live), Some(Time::from_secs(1)));
-        assert_eq!(q.pop_due(Time::from_millis(999), live), None);
-        let fired: Vec<u32> = std::iter::from_fn(|| q.pop_due(Time::from_secs(5), live))
+        q.cancel(d);
+        q.cancel(d);
+        assert_eq!(q.live(), 3);
+        assert_eq!(q.next_deadline(), Some(Time::from_secs(1)));
+        assert_eq!(q.pop_due(Time::from_millis(999)), None);
+        let fired: Vec<u32> = std::iter::from_fn(|| q.pop_due(Time::from_secs(5)))
             .map(|(_, p, _)| p)
             .collect();
         assert_eq!(fired, vec![2, 1, 3]);
         assert!(a < d);
         assert_eq!(q.live(), 0);
-        assert_eq!(q.next_deadline(live), None);
+        assert_eq!(q.next_deadline(), None);
     }
 
     #[test]
     fn compaction_bounds_stale_entries() {
         let mut q = TimerQueue::new();
-        let keep = RefCell::new(BTreeSet::new());
         for i in 0..10_000u64 {
             let seq = q.schedule(Time::from_secs(100 + i), ());
-            if i % 100 == 0 {
-                keep.borrow_mut().insert(seq);
-            } else {
-                q.cancelled();
+            if i % 100 != 0 {
+                q.cancel(seq);
             }
-            q.maybe_compact(|(), s| keep.borrow().contains(&s));
+            q.maybe_compact();
         }
         assert_eq!(q.live(), 100);
         assert!(q.entries() <= 2 * COMPACT_FLOOR + 2, "{}", q.entries());
+    }
+
+    #[test]
+    fn the_liveness_window_starts_at_the_oldest_armed_timer() {
+        let mut q = TimerQueue::new();
+        // A steady stream of timers, each cancelled or fired within 100 sequences.
+        let mut pending = VecDeque::new();
+        for i in 0..100_000u64 {
+            pending.push_back(q.schedule(Time::from_millis(i + 50), ()));
+            if pending.len() > 100 {
+                q.cancel(pending.pop_front().unwrap());
+            }
+            while q.pop_due(Time::from_millis(i)).is_some() {}
+            q.maybe_compact();
+        }
+        assert_eq!(q.live(), 50);
+        assert!(q.armed.words.len() <= 4, "{} words", q.armed.words.len());
     }
 
     proptest::proptest! {
@@ -273,8 +340,6 @@ mod tests {
             ops in proptest::collection::vec((0u64..200, 0u64..5_000, 0u8..10), 1..600)
         ) {
             let mut q = TimerQueue::new();
-            let cancelled = RefCell::new(BTreeSet::new());
-            let live = |(): (), seq: TimerSeq| !cancelled.borrow().contains(&seq);
             let mut reference: BTreeSet<(Time, TimerSeq)> = BTreeSet::new();
             let mut now = 0u64;
             for (step, delay, action) in ops {
@@ -283,7 +348,7 @@ mod tests {
                     // Pop what is due.
                     0 | 1 => {
                         let t = Time::from_millis(now);
-                        while let Some((at, (), seq)) = q.pop_due(t, live) {
+                        while let Some((at, (), seq)) = q.pop_due(t) {
                             let expected = reference.pop_first();
                             proptest::prop_assert_eq!(Some((at, seq)), expected);
                         }
@@ -293,8 +358,7 @@ mod tests {
                     2 => {
                         if let Some(&(at, seq)) = reference.last() {
                             reference.remove(&(at, seq));
-                            cancelled.borrow_mut().insert(seq);
-                            q.cancelled();
+                            q.cancel(seq);
                         }
                     }
                     // A deadline before `now`: a clock that went back.
@@ -307,9 +371,9 @@ mod tests {
                         reference.insert((at, q.schedule(at, ())));
                     }
                 }
-                q.maybe_compact(live);
+                q.maybe_compact();
                 proptest::prop_assert_eq!(q.live(), reference.len());
-                proptest::prop_assert_eq!(q.next_deadline(live), reference.first().map(|&(at, _)| at));
+                proptest::prop_assert_eq!(q.next_deadline(), reference.first().map(|&(at, _)| at));
             }
         }
     }
