@@ -8,6 +8,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use sluice_sip::{edit, HeaderName, Message, Method};
 use sluice_time::Time;
+use smallvec::SmallVec;
 
 use crate::slab::Slab;
 use crate::timer::{TimerQueue, TimerSeq};
@@ -28,9 +29,13 @@ struct ClientKey {
 /// with ACK folded into INVITE so that the ACK for a 3xx–6xx reaches its INVITE transaction.
 /// Branches compare byte for byte (retransmissions copy them); RFC 2543 requests without the
 /// magic cookie are matched by branch too rather than by the §17.2.3 fallback rules.
+///
+/// The key owns copies of its branch and host, inline up to their usual lengths: slicing them
+/// from the request kept its whole buffer alive for as long as the transaction lingered (32 s
+/// for Timer J), and a copy of 20–40 bytes costs less than the shared buffer's reference counts.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 struct ServerKey {
-    branch: Bytes,
+    branch: SmallVec<[u8; 48]>,
     method: Method,
     host: SentByHost,
     port: u16,
@@ -39,7 +44,7 @@ struct ServerKey {
 /// The host of a sent-by as written. Host names compare case-insensitively (RFC 3261
 /// §19.1.4); addresses compare as text, which is how every sender copies its own Via.
 #[derive(Clone, Debug)]
-struct SentByHost(Bytes);
+struct SentByHost(SmallVec<[u8; 24]>);
 
 impl PartialEq for SentByHost {
     fn eq(&self, other: &Self) -> bool {
@@ -62,7 +67,7 @@ impl Hash for SentByHost {
 /// list and parses addresses, which is most of the lookup's cost. Grammar (RFC 3261 §20.42):
 /// `SIP / 2.0 / transport LWS host [ COLON port ]` up to the first `;` or `,`. A missing port
 /// is the transport's default (5060, or 5061 for TLS), so `h` and `h:5060` match.
-fn top_via_sent_by(msg: &Message) -> Option<(Bytes, u16)> {
+fn top_via_sent_by(msg: &Message) -> Option<(&[u8], u16)> {
     let v = msg.header(HeaderName::Via)?;
     let end = v
         .iter()
@@ -104,7 +109,7 @@ fn top_via_sent_by(msg: &Message) -> Option<(Bytes, u16)> {
             .try_into()
             .ok()?
     };
-    Some((sub_bytes(msg.as_bytes(), host), port))
+    Some((host, port))
 }
 
 fn is_lws(b: u8) -> bool {
@@ -158,7 +163,9 @@ struct Tx {
     key: TxKey,
     /// A client INVITE keeps its request until Completed: the ACK for a 3xx–6xx and a CANCEL
     /// are built from it.
-    request: Option<Message>,
+    /// Boxed: only client INVITEs hold one, and inline it made every transaction 200 bytes
+    /// larger.
+    request: Option<Box<Message>>,
     /// What a retransmission sends: the request (client, Calling/Trying/Proceeding), the ACK
     /// (client INVITE, Completed), or the last response (server; empty before the first).
     out: Bytes,
@@ -383,7 +390,7 @@ impl TransactionLayer {
             },
             peer: to,
             key: TxKey::Client(key.clone()),
-            request: invite.then_some(request),
+            request: invite.then(|| Box::new(request)),
             out: out.clone(),
             interval: self.config.t1,
             retx: 0,
@@ -694,16 +701,16 @@ impl TransactionLayer {
     }
 
     fn handle_request(&mut self, now: Time, msg: Message, from: Peer) -> Received {
-        let (Some(method), Some(branch)) = (msg.method().cloned(), msg.top_via_branch_bytes())
-        else {
+        let (Some(method), Some(branch)) = (msg.method().cloned(), msg.top_via_branch()) else {
             self.stats.malformed += 1;
             return Received::Malformed;
         };
+        let branch = SmallVec::from_slice(branch);
         let Some((host, port)) = top_via_sent_by(&msg) else {
             self.stats.malformed += 1;
             return Received::Malformed;
         };
-        let host = SentByHost(host);
+        let host = SentByHost(SmallVec::from_slice(host));
         let is_ack = method == Method::Ack;
         let key = ServerKey {
             branch,
@@ -1034,7 +1041,7 @@ mod tests {
     fn sent_by(via: &str) -> Option<(String, u16)> {
         let text = format!("OPTIONS sip:x SIP/2.0\r\n{via}\r\nCSeq: 1 OPTIONS\r\n\r\n");
         let msg = Message::parse(Bytes::from(text)).ok()?;
-        top_via_sent_by(&msg).map(|(h, p)| (String::from_utf8_lossy(&h).into_owned(), p))
+        top_via_sent_by(&msg).map(|(h, p)| (String::from_utf8_lossy(h).into_owned(), p))
     }
 
     #[test]
