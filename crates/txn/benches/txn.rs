@@ -6,7 +6,7 @@
 //! * `invite_486_timers`: INVITE → 486 → ACK (built by the client transaction, absorbed by
 //!   the server one), then the clock jumps 33 s so that Timers I and D fire and both end.
 //! * `invite_2xx_100k_live`: as `invite_2xx` with 100 000 other transactions in each table
-//!   (their timers armed), to show that hashing and the timer heap do not degrade.
+//!   (their timers armed), to show that hashing and the timer table do not degrade.
 //!
 //! Messages are parsed once up front and cloned per iteration (a clone copies the header index
 //! and bumps the buffer's refcount), so codec cost is excluded. Run:
