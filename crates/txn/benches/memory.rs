@@ -1,8 +1,9 @@
 //! Memory per lingering transaction: what a proxy's transaction table costs per entry once
-//! calls end. 200,000 BYE server transactions are answered 200 and left in Completed, where
-//! RFC 3261 keeps them 64·T1 (Timer J, 32 s) over UDP; the figure is the growth of the
-//! process's resident memory divided by their number, so it includes the table's slack.
-//! It sizes `max_transactions`: a proxy ending N calls/s holds about 32·N of these.
+//! calls end. A proxy ending a call holds two: the BYE's server transaction, answered 200 and
+//! kept in Completed for 64·T1 (Timer J, 32 s) over UDP, and the BYE's client transaction,
+//! kept in Completed for T4 (Timer K, 5 s) after its 200. Each figure is the growth of the
+//! process's resident memory over 200,000 of them divided by their number, so it includes the
+//! table's slack. It sizes `max_transactions`: a proxy ending N calls/s holds about 37·N.
 //! Run: `cargo bench -p sluice-txn --bench memory`.
 
 use bytes::Bytes;
@@ -35,16 +36,12 @@ fn bye(i: usize) -> Message {
     Message::parse(Bytes::from(text)).expect("the bench BYE parses")
 }
 
-fn main() {
-    let peer = Peer::udp("192.0.2.9:5060".parse().expect("address"));
+/// BYE server transactions answered 200.
+fn server_side(peer: Peer) -> TransactionLayer {
     let mut layer = TransactionLayer::new(Config {
         max_transactions: TRANSACTIONS,
         ..Config::default()
     });
-    let Some(before) = resident_bytes() else {
-        eprintln!("no /proc/self/statm: this bench reads Linux's resident memory");
-        return;
-    };
     for i in 0..TRANSACTIONS {
         layer.handle_message(Time::ZERO, bye(i), peer);
         while layer.poll_transmit().is_some() {}
@@ -59,10 +56,50 @@ fn main() {
         }
         while layer.poll_transmit().is_some() {}
     }
-    let after = resident_bytes().unwrap_or(before);
-    println!(
-        "{} lingering BYE server transactions: {} bytes each (resident memory growth / count)",
-        layer.len(),
-        after.saturating_sub(before) / TRANSACTIONS
-    );
+    layer
+}
+
+/// BYE client transactions (the proxy's Via on top) that received their 200.
+fn client_side(peer: Peer) -> TransactionLayer {
+    let mut layer = TransactionLayer::new(Config {
+        max_transactions: TRANSACTIONS,
+        ..Config::default()
+    });
+    for i in 0..TRANSACTIONS {
+        let request = bye(i);
+        let ok = Message::parse(edit::response_to(&request, 200).to_tag("x").build())
+            .expect("the 200 parses");
+        layer
+            .send_request(Time::ZERO, request, peer)
+            .expect("the BYE is sent");
+        while layer.poll_transmit().is_some() {}
+        layer.handle_message(Time::ZERO, ok, peer);
+        while layer.poll_event().is_some() {}
+    }
+    layer
+}
+
+fn main() {
+    let peer = Peer::udp("192.0.2.9:5060".parse().expect("address"));
+    if resident_bytes().is_none() {
+        eprintln!("no /proc/self/statm: this bench reads Linux's resident memory");
+        return;
+    }
+    let cases: [(&str, fn(Peer) -> TransactionLayer); 2] = [
+        ("BYE server transactions (Timer J)", server_side),
+        ("BYE client transactions (Timer K)", client_side),
+    ];
+    // Kept until both are measured, so the second does not reuse the first's freed pages.
+    let mut kept = Vec::new();
+    for (what, build) in cases {
+        let before = resident_bytes().unwrap_or(0);
+        let layer = build(peer);
+        let after = resident_bytes().unwrap_or(before);
+        println!(
+            "{} lingering {what}: {} bytes each (resident memory growth / count)",
+            layer.len(),
+            after.saturating_sub(before) / TRANSACTIONS
+        );
+        kept.push(layer);
+    }
 }

@@ -19,9 +19,11 @@ use crate::types::{
 
 /// Client transaction matching (RFC 3261 §17.1.3): the branch of the top Via of the request
 /// and the CSeq method (so a CANCEL, which shares the INVITE's branch, is its own transaction).
+/// The branch is an inline copy, as in [`ServerKey`], so a transaction that no longer resends
+/// its request can let the request's buffer go.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 struct ClientKey {
-    branch: Bytes,
+    branch: SmallVec<[u8; 48]>,
     method: Method,
 }
 
@@ -365,7 +367,7 @@ impl TransactionLayer {
         // Responses are matched by CSeq method (§17.1.3): a request whose CSeq names another
         // method could never see its responses.
         let (Some(branch), Some(true)) = (
-            request.top_via_branch_bytes(),
+            request.top_via_branch().map(SmallVec::from_slice),
             request.cseq().map(|c| c.method == method),
         ) else {
             return Err(Refused::Malformed);
@@ -592,9 +594,11 @@ impl TransactionLayer {
     // ---- message handling ----
 
     fn handle_response(&mut self, now: Time, msg: Message, from: Peer) -> Received {
-        let (Some(branch), Some(cseq), Some(status)) =
-            (msg.top_via_branch_bytes(), msg.cseq(), msg.status())
-        else {
+        let (Some(branch), Some(cseq), Some(status)) = (
+            msg.top_via_branch().map(SmallVec::from_slice),
+            msg.cseq(),
+            msg.status(),
+        ) else {
             self.stats.malformed += 1;
             return Received::Malformed;
         };
@@ -682,6 +686,9 @@ impl TransactionLayer {
                     });
                 } else {
                     tx.state = State::Completed;
+                    // Completed only absorbs retransmitted responses: the request is never
+                    // sent again, and its buffer need not wait out Timer K.
+                    tx.out = Bytes::new();
                     self.disarm_tx(index, Timer::E);
                     self.disarm_tx(index, Timer::F);
                     self.events.push_back(Event::Response {
