@@ -46,7 +46,7 @@ pub struct ProxyConfig {
     /// A call leaves about 37 transaction-seconds behind (its BYE's server transaction
     /// lingers 32 s, RFC 3261 Timer J; measured: 74,000 held at 2,000 calls/s, 260,000 at
     /// 7,000), so the default 400,000 sustains about 9,700 calls/s, above this proxy's clean
-    /// rate on two cores. Full, it takes about 600 MB: the proxy's resident memory was 393 MB
+    /// rate on two cores. Full, it takes about 600 MB: the proxy's resident memory was 380 MB
     /// with 260,000 held (the transactions alone: `cargo bench -p sluice-txn --bench memory`).
     /// With 200,000 it answered 42 % of calls 503 at 12,000 calls/s for table headroom.
     pub max_transactions: usize,
