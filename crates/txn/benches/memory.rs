@@ -79,13 +79,16 @@ fn client_side(peer: Peer) -> TransactionLayer {
     layer
 }
 
+/// Fills a transaction layer with lingering transactions of one kind.
+type Fill = fn(Peer) -> TransactionLayer;
+
 fn main() {
     let peer = Peer::udp("192.0.2.9:5060".parse().expect("address"));
     if resident_bytes().is_none() {
         eprintln!("no /proc/self/statm: this bench reads Linux's resident memory");
         return;
     }
-    let cases: [(&str, fn(Peer) -> TransactionLayer); 2] = [
+    let cases: [(&str, Fill); 2] = [
         ("BYE server transactions (Timer J)", server_side),
         ("BYE client transactions (Timer K)", client_side),
     ];
