@@ -16,7 +16,10 @@ use std::path::PathBuf;
 use clap::Args;
 use serde::Serialize;
 
-use crate::load::{bench_one, print_step_header, GeneratorArg, ProxyBenchArgs};
+use crate::load::{
+    bench_one, kamailio_command, print_step_header, sluice_proxy_command, GeneratorArg,
+    ProxyBenchArgs,
+};
 
 #[derive(Args, Debug)]
 pub struct BetaArgs {
@@ -58,40 +61,23 @@ pub fn bench_beta(args: &BetaArgs) -> Result<(), String> {
     if !(args.rate > 0.0 && args.secs > 0.0) {
         return Err("need --rate > 0 and --secs > 0".into());
     }
-    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
     let reject_cfg = std::env::temp_dir().join(format!("sluice-beta-{}.toml", std::process::id()));
-    std::fs::write(&reject_cfg, REJECT_ALL)
-        .map_err(|e| format!("{}: {e}", reject_cfg.display()))?;
-    let sluice = |extra: &str| {
-        format!(
-            "'{}' proxy --listen {{listen}} --next-hop {{next_hop}} --duration {{duration}}{extra}",
-            exe.display()
-        )
-    };
+    let sluice = sluice_proxy_command()?;
     let mut pairs = vec![(
         "sluice".to_owned(),
-        sluice(""),
-        sluice(&format!(" --config '{}'", reject_cfg.display())),
+        sluice.clone(),
+        format!("{sluice} --config '{}'", reject_cfg.display()),
     )];
     if args.kamailio {
-        if !args.kamailio_cfg.is_file() {
-            return Err(format!(
-                "{}: no such file (run from the repository root or give --kamailio-cfg)",
-                args.kamailio_cfg.display()
-            ));
-        }
-        let kamailio = |pipe: &str| {
-            format!(
-                "kamailio -f '{}' -DD -E -m 1024 -n 1 -l udp:{{listen}} -A 'NEXT_HOP=\"sip:{{next_hop}}\"'{pipe}",
-                args.kamailio_cfg.display()
-            )
-        };
+        let kamailio = kamailio_command(&args.kamailio_cfg, 1)?;
         pairs.push((
             "kamailio".to_owned(),
-            kamailio(""),
-            kamailio(" -A 'RL_PIPE=\"0:TAILDROP:0\"'"),
+            kamailio.clone(),
+            format!("{kamailio} -A 'RL_PIPE=\"0:TAILDROP:0\"'"),
         ));
     }
+    std::fs::write(&reject_cfg, REJECT_ALL)
+        .map_err(|e| format!("{}: {e}", reject_cfg.display()))?;
     let bench = ProxyBenchArgs {
         proxies: Vec::new(),
         start: args.rate,

@@ -353,6 +353,30 @@ fn free_udp_port() -> Result<u16, String> {
     Ok(s.local_addr().map_err(|e| e.to_string())?.port())
 }
 
+/// sluice's own proxy as a bench command, with the placeholders `proxy_command` fills.
+pub(crate) fn sluice_proxy_command() -> Result<String, String> {
+    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    Ok(format!(
+        "'{}' proxy --listen {{listen}} --next-hop {{next_hop}} --duration {{duration}}",
+        exe.display()
+    ))
+}
+
+/// Kamailio with `cfg` and `workers` UDP workers as a bench command, with the placeholders
+/// `proxy_command` fills.
+pub(crate) fn kamailio_command(cfg: &Path, workers: u32) -> Result<String, String> {
+    if !cfg.is_file() {
+        return Err(format!(
+            "{}: no such file (run from the repository root or give --kamailio-cfg)",
+            cfg.display()
+        ));
+    }
+    Ok(format!(
+        "kamailio -f '{}' -DD -E -m 1024 -n {workers} -l udp:{{listen}} -A 'NEXT_HOP=\"sip:{{next_hop}}\"'",
+        cfg.display()
+    ))
+}
+
 fn proxy_command(
     spec: &str,
     args: &ProxyBenchArgs,
@@ -360,12 +384,8 @@ fn proxy_command(
     next_hop: SocketAddr,
     duration: f64,
 ) -> Result<String, String> {
-    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
-    let template = if spec == "sluice" {
-        format!(
-            "exec '{}' proxy --listen {{listen}} --next-hop {{next_hop}} --duration {{duration}}",
-            exe.display()
-        )
+    let command = if spec == "sluice" {
+        sluice_proxy_command()?
     } else if let Some(workers) = (spec == "kamailio")
         .then_some("1")
         .or_else(|| spec.strip_prefix("kamailio:"))
@@ -373,19 +393,11 @@ fn proxy_command(
         let workers: u32 = workers
             .parse()
             .map_err(|_| format!("--proxy {spec}: expected kamailio or kamailio:N"))?;
-        if !args.kamailio_cfg.is_file() {
-            return Err(format!(
-                "{}: no such file (run from the repository root or give --kamailio-cfg)",
-                args.kamailio_cfg.display()
-            ));
-        }
-        format!(
-            "exec kamailio -f '{}' -DD -E -m 1024 -n {workers} -l udp:{{listen}} -A 'NEXT_HOP=\"sip:{{next_hop}}\"'",
-            args.kamailio_cfg.display()
-        )
+        kamailio_command(&args.kamailio_cfg, workers)?
     } else {
-        format!("exec {spec}")
+        spec.to_owned()
     };
+    let template = format!("exec {command}");
     Ok(template
         .replace("{listen}", &listen.to_string())
         .replace("{next_hop}", &next_hop.to_string())

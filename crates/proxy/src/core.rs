@@ -318,7 +318,8 @@ pub struct ProxyCore {
     window_start: Time,
     window_busy: Duration,
     /// No emulated cost: the admission policy's CPU load comes from the shell's
-    /// measurements, sampled every [`NATIVE_CPU_SAMPLE`].
+    /// measurements, sampled at the first timeout at least [`NATIVE_CPU_SAMPLE`] after the
+    /// last (the policies' and feedback generators' own ticks are such timeouts).
     native_speed: bool,
     cpu_sample_start: Time,
     cpu_sample_busy: Duration,
