@@ -20,7 +20,7 @@ use serde_json::json;
 use sluice_control::AdmissionMetrics;
 use tokio::sync::{mpsc, oneshot};
 
-use crate::core::{CoreStats, KIND_LABELS};
+use sluice_proxy_core::{CoreStats, KindCounts, KIND_LABELS};
 
 /// What the loop hands an admin request.
 #[derive(Debug)]
@@ -108,7 +108,7 @@ async fn status(State(requests): State<Requests>) -> impl IntoResponse {
     }
 }
 
-fn kinds(counts: &crate::core::KindCounts) -> serde_json::Value {
+fn kinds(counts: &KindCounts) -> serde_json::Value {
     KIND_LABELS
         .iter()
         .zip(counts.0)

@@ -13,8 +13,7 @@ use tokio::net::UdpSocket;
 use tokio::sync::{mpsc, oneshot, watch};
 
 use crate::admin::{self, Snapshot};
-use crate::config::ProxyConfig;
-use crate::core::{CoreStats, ProxyCore, Transmit};
+use sluice_proxy_core::{CoreStats, ProxyConfig, ProxyCore, Transmit};
 
 /// Datagrams read per wake-up before the processor runs: enough to amortise the wake-up,
 /// few enough that the queue-full check sees the processor's progress.

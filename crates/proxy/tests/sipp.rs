@@ -2,16 +2,23 @@
 //! garbage datagrams mixed into the stream, then the admin endpoint checked with promtool.
 //! Skipped (with a notice) when `sipp` is not installed; CI installs it (`sip-tester`).
 
-mod common;
-
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream, UdpSocket};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use common::have;
 use sluice_proxy::{Proxy, ProxyConfig, ProxyReport, ShutdownHandle};
+
+/// Whether an external tool is installed.
+fn have(tool: &str) -> bool {
+    Command::new(tool)
+        .arg("-v")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok()
+}
 
 const CALLS: u32 = 3000;
 const RATE: u32 = 500;

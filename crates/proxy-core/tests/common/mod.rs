@@ -4,7 +4,7 @@
 use std::fmt::Write as _;
 use std::process::{Command, Stdio};
 
-use sluice_proxy::Transmit;
+use sluice_proxy_core::Transmit;
 use sluice_sip::Message;
 
 /// Whether an external tool (sipp, kamailio, tshark) is installed.

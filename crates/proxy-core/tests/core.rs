@@ -7,7 +7,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use bytes::Bytes;
-use sluice_proxy::{ProxyConfig, ProxyCore, Transmit};
+use sluice_proxy_core::{ProxyConfig, ProxyCore, Transmit};
 use sluice_sip::Message;
 use sluice_time::Time;
 
@@ -508,12 +508,12 @@ fn garbage_is_counted_answered_or_dropped_and_the_call_survives() {
 fn static_rules_route_by_request_uri_user_and_host() {
     let mut cfg = config();
     cfg.routes = vec![
-        sluice_proxy::RouteRule {
+        sluice_proxy_core::RouteRule {
             host: None,
             user: Some("carol".into()),
             next_hop: addr("192.0.2.40:5060"),
         },
-        sluice_proxy::RouteRule {
+        sluice_proxy_core::RouteRule {
             host: Some("example.com".into()),
             user: None,
             next_hop: addr("192.0.2.50:5060"),

@@ -35,7 +35,7 @@ use sluice_sip::edit::{self, ResponseEdits};
 use sluice_sip::{HeaderName, Message, Method, NameAddr, Oc};
 use sluice_time::Time;
 
-use crate::core::Transmit;
+use crate::transmit::Transmit;
 
 /// Which side of hop-by-hop overload control this proxy plays.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -2,13 +2,13 @@
 //! through `ProxyCore` with fabricated time, single thread. Prints calls/s and the core's
 //! time per message; the socket path adds the system calls on top.
 //!
-//! `cargo bench -p sluice-proxy --bench core`
+//! `cargo bench -p sluice-proxy-core --bench core`
 
 use std::net::SocketAddr;
 use std::time::Instant;
 
 use bytes::Bytes;
-use sluice_proxy::{ProxyConfig, ProxyCore};
+use sluice_proxy_core::{ProxyConfig, ProxyCore};
 use sluice_sip::Message;
 use sluice_time::Time;
 

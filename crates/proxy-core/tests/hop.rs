@@ -7,7 +7,7 @@ use std::net::SocketAddr;
 
 use bytes::Bytes;
 use common::answer;
-use sluice_proxy::{HopRole, ProxyConfig, ProxyCore, Transmit};
+use sluice_proxy_core::{HopRole, ProxyConfig, ProxyCore, Transmit};
 use sluice_sip::Message;
 use sluice_time::Time;
 

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use common::{answer, have};
 use sluice_control::overload::OcAlgorithm;
-use sluice_proxy::{HopRole, ProxyConfig, ProxyCore, Transmit};
+use sluice_proxy_core::{HopRole, ProxyConfig, ProxyCore, Transmit};
 use sluice_sip::Message;
 use sluice_time::Time;
 

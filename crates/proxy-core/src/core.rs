@@ -27,6 +27,7 @@ use sluice_txn::{
 
 use crate::config::ProxyConfig;
 use crate::invites::{self, InviteMemory, Sighting};
+use crate::transmit::Transmit;
 
 /// Every branch this proxy writes starts with this, so that a response or stray 2xx can be
 /// recognised as having passed through here (the magic cookie of §8.1.1.7 first).
@@ -36,16 +37,6 @@ const BRANCH_PREFIX: &str = "z9hG4bKsl";
 /// (no transaction), so that the ACK for one can be recognised and absorbed at the receive
 /// stage, as Kamailio's `sl` module does with its own tag.
 const REJECT_TAG: &str = "sl-rej";
-
-/// A datagram to send.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Transmit {
-    pub to: SocketAddr,
-    pub payload: Bytes,
-    /// The transaction that sent it, to report a send failure back with
-    /// [`ProxyCore::handle_send_error`]; `None` for stateless sends.
-    pub origin: Option<Origin>,
-}
 
 /// Message kinds counted in and out, by request method or response class.
 pub const KIND_LABELS: [&str; 12] = [

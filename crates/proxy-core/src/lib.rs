@@ -1,0 +1,150 @@
+//! The sans-IO core of the sluice SIP proxy (RFC 3261 §16, transaction stateful, UDP):
+//! [`ProxyCore`] takes datagrams and an injected `now` and hands back datagrams to send and
+//! its next deadline. It never reads a clock or touches a socket, so the tokio shell of
+//! `sluice-proxy` and the simulator of `sluice-sim` drive the very same code.
+//!
+//! # Structure
+//!
+//! [`ProxyCore`] is sans-IO: the shell hands it datagrams and `now`, and takes back
+//! datagrams to send and the next deadline. Inside, the processing structure the overload
+//! papers assume:
+//!
+//! 1. **Receive stage** ([`ProxyCore::handle_datagram`]): the cheap admission parse
+//!    (`Message::parse`), classification (new session, other request, response) and the
+//!    admission hook (a `sluice_control` [`LocalAdmission`](sluice_control::LocalAdmission)):
+//!    admit, or reject with 503 (optionally with Retry-After). In-dialog requests, ACKs and
+//!    responses are never rejected. The configured policy comes from `[admission]`; any
+//!    other plugs in with [`ProxyCore::set_admission`] (or [`Proxy::set_admission`]).
+//!    Admitted and rejected messages enter a bounded FIFO (default 500); arrivals at a full
+//!    queue are dropped and counted.
+//!    Rejected INVITEs are answered statelessly (a 503 with To tag `sl-rej` sent back to
+//!    the source, no transaction, as Kamailio's `sl_send_reply`), so a rejection costs the
+//!    processor one cheap step; the ACK for such a 503 is absorbed right here.
+//! 2. **Processor** ([`ProxyCore::handle_timeout`]): takes messages from the FIFO in order
+//!    and does the full work: validation, the transaction layer (`sluice_txn`), routing,
+//!    forwarding with Via/Record-Route/Max-Forwards edits, and the 503 for rejected ones.
+//!
+//! With `invite_queue = true`, the structure of De Cicco et al. (and of the simulator's
+//! `re.invite_queue`): admitted INVITEs wait in their own drop-tail FIFO of
+//! `invite_queue_capacity` (default 800); everything else, and INVITEs rejected at arrival,
+//! go to the main FIFO, which the processor serves first. Only when it is empty does the
+//! processor take an INVITE, through the policy's drain controller if it has one (`pi`:
+//! `take` forwards or answers 503 at the rate `u(t)`; refused, it looks again at
+//! `next_drain` or the policy's next 10 ms tick). Policies then see the INVITE queue's
+//! length, and `on_processed` gets every message's virtual service time, so OCC and PI
+//! measure the processor's occupancy. `pi` requires the INVITE queue (`--admission pi`
+//! on the command line turns it on); its own `max_queue` is not used, the queue's size
+//! is `invite_queue_capacity`.
+//!
+//! # Emulated capacity: virtual busy time
+//!
+//! `cost_forward_us` (an INVITE processed in full), `cost_reject_us` (an INVITE answered
+//! 503 by the admission policy) and `cost_other_us` (every other message; unset, it equals
+//! `cost_forward_us`, so every processed message costs the same as before this option
+//! existed, Shen et al.'s model; 0 is De Cicco et al.'s, where only INVITEs cost) give the
+//! processor a known capacity on any machine, as the papers' testbeds did. Their `β`, a
+//! forwarded call's cost over a rejected one's, is [`ProxyConfig::emulated_beta`]. They are *virtual*: the processor does not spin.
+//! It keeps a busy-until instant; the message at the head of the queue completes at
+//! `max(busy_until, its arrival) + cost`, and is processed only once that instant has
+//! passed, which then becomes the new busy-until. [`ProxyCore::poll_timeout`] reports the
+//! head's completion instant, so the shell wakes then and processes every message whose
+//! completion has come, in one batch. The average service rate is exact despite tokio's
+//! 1 ms timer granularity, the same core runs unchanged in a simulator, and a load generator
+//! on the same cores is not starved by a spinning proxy. With zero costs (the default) a
+//! message completes at its arrival: native speed.
+//!
+//! The papers' collapse needs the full queue to hold more than T1 (500 ms) of work: their
+//! 500 messages at 2 ms each is a second. A capacity of about 300 calls/s (7 messages a call
+//! through the proxy: `cost_forward_us = 476`) with the default 500-message queue is only
+//! 240 ms of work, so the queue drops instead of delaying and goodput at 2x stays near
+//! capacity; with `queue_capacity = 2000` it collapses (see `tests/load_over_proxy.rs`:
+//! 62 % of capacity at 2x, 40 % at 4x).
+//!
+//! Occupancy (the busy fraction of the processor) is the virtual busy time of the messages
+//! processed in a window plus the native processing time the shell measures and reports
+//! with [`ProxyCore::record_native_busy`] (the wall time of each loop iteration that did work:
+//! socket reads and writes included), divided by the window (one second), capped at 1.
+//!
+//! # Routing (§16.4–16.6)
+//!
+//! A top Route naming this proxy (its advertised host and port, or its bound address) is
+//! popped. Then the first that applies: the next Route (an IP address; no DNS); for
+//! requests inside a dialog (To tag) the Request-URI's address (the peer's Contact), then the
+//! rules and `next_hop`; for new requests the first matching rule (Request-URI user and/or
+//! host), `next_hop`, then the Request-URI's address. Nothing applies: 404. A route back to
+//! this proxy: 482. INVITE and SUBSCRIBE outside a dialog get `Record-Route: <sip:ADVERTISED;lr>`,
+//! so the ACK for a 2xx and the BYE come back through the proxy.
+//!
+//! # What the proxy does per message
+//!
+//! * Receive stage: oversized datagrams and those `Message::parse` rejects are dropped and
+//!   counted (no Via to answer along). The admission policy sees every message; only new
+//!   sessions can be rejected: an INVITE without To tag whose branch and Call-ID were not
+//!   seen in the last 64*T1 (a bounded memory). A retransmission is never taken for a new
+//!   session; one of a rejected call gets the same stateless 503, and with the INVITE queue
+//!   one whose original still waits there is dropped (the copy would only cost processor
+//!   time, and the original's 100 Trying stops the retransmissions).
+//! * Processor: full validation of requests (`Message::validate`); an invalid request other
+//!   than ACK is answered 400 statelessly, an invalid ACK is dropped, both counted. Responses
+//!   are relayed on what the admission parse checked (Via branch, CSeq). Then the
+//!   transaction layer: retransmissions and ACKs for 3xx–6xx are absorbed there; new requests
+//!   reach the proxy logic: 100 Trying for INVITE, Max-Forwards 0 → 483, CANCEL → 200 and a
+//!   CANCEL down the branch once it has a provisional (§9.1, §16.10), otherwise forward on a
+//!   client transaction (a full table → 503). Responses: 100 ends here, the rest go upstream
+//!   with our Via popped; timeout → 408, transport error → 503 (§16.9). Timer C (default
+//!   181 s) CANCELs an unanswered INVITE branch and abandons it with 408 64*T1 later.
+//! * Stateless: the ACK for a 2xx (branch derived from the received one, so retransmitted
+//!   ACKs are identical) and 2xx responses that match no transaction (retransmissions; sent
+//!   along the next Via's `received`/`rport`).
+//!
+//! # Hop-by-hop overload control (`[overload]`, RFC 7339 / RFC 7415)
+//!
+//! ```toml
+//! [overload]                 # the receiving entity, in front of the capacity
+//! role = "re"
+//! neighbours = ["127.0.0.1:5061"]     # upstream SEs, IP:port; position = neighbour id
+//! [overload.control]                  # the simulator's control table
+//! algorithm = "rate-abs"              # win-disc | win-cont | win-auto | rate-abs | rate-occ
+//! ```
+//!
+//! ```toml
+//! [overload]                 # a sending entity
+//! role = "se"
+//! next_hops = []                      # default: next_hop
+//! [overload.client]
+//! algorithms = ["rate", "loss"]       # offered in oc-algo, preferred first; or "sluicewin";
+//!                                     # "loss" is added last when missing (RFC 7339 §4.2)
+//! ```
+//!
+//! The RE drives Shen et al.'s feedback generator from the receive stage, the queue and
+//! the processor, and stamps `oc`, `oc-algo`, `oc-validity`, `oc-seq` on the top Via of
+//! every response leaving for a configured neighbour that declared `oc` (relayed ones, its
+//! own 100 and 503s, retransmissions: the stamp is applied at the output). Others get
+//! nothing, and their `oc` is counted. Rejections carry no Retry-After on either side (the
+//! config refuses `retry_after_s` with `role = "re"` or `"se"`, RFC 7339 §5.10). The SE offers every out-of-dialog request
+//! bound for a configured next hop to that hop's `sluice_control::overload::OcClient`
+//! at the receive stage (reduced: 503 at the rejection cost; in-dialog requests, ACK,
+//! CANCEL are exempt, priority ones go last), declares `;oc;oc-algo="…"` in the Via it
+//! pushes, and applies the parameters of its own Via in responses from that hop's
+//! address only. Counters: `CoreStats::hop`, `/metrics` `sluice_proxy_overload_*`. See
+//! `hop.rs`, and `tests/hop_loop.rs` / `tests/hop_live.rs` for the closed loop.
+//!
+//! # Not yet
+//!
+//! UDP only (no TCP/TLS), no DNS, one branch per request (no forking), RFC 3261's INVITE
+//! server transaction ends on the 2xx (RFC 6026's Accepted state is not used, so an INVITE
+//! retransmitted after the 2xx would be proxied again; the 100 Trying makes that rare), and
+//! a policy plugged in with [`ProxyCore::set_admission`] cannot drain the INVITE queue.
+//!
+//! `cargo bench -p sluice-proxy-core --bench core` measures the core without sockets.
+
+mod config;
+mod core;
+mod hop;
+mod invites;
+mod transmit;
+
+pub use config::{AdmissionConfig, ConfigError, ProxyConfig, RouteRule};
+pub use core::{CoreStats, KindCounts, ProxyCore, KIND_LABELS};
+pub use hop::{HopRole, HopStats, OverloadConfig};
+pub use transmit::Transmit;
