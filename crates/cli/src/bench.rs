@@ -65,7 +65,7 @@ fn bench_sim(args: &SimBenchArgs) -> Result<(), String> {
         ("no control, load 4", r#"{ algorithm = "none" }"#),
     ] {
         let scenario: Scenario = toml::from_str(&format!(
-            "duration_s = {}\nwarmup_s = {}\noffered_load = 4.0\ncontrol = {control}\n",
+            "duration_s = {}\nwarmup_s = {}\noffered_load = 4.0\nre = {{ control = {control} }}\n",
             args.duration,
             (args.duration / 2.0).min(100.0)
         ))

@@ -95,7 +95,7 @@ use sluice_control::overload::OcAlgorithm;
 use sluice_control::{Algorithm, ControlConfig, Fairness};
 use sluice_load::shell;
 use sluice_load::{Counts, Hold, SecondRow, Spacing, UacConfig, UacSummary};
-use sluice_proxy::{HopRole, ProxyConfig, ProxyReport};
+use sluice_proxy::ProxyReport;
 use sluice_sim::experiment::{Experiment, Kind, Overrides};
 use sluice_sim::{ArrivalProcess, RunReport, Scenario, SourceConfig};
 
@@ -119,16 +119,11 @@ pub struct HopVariant {
     pub label: String,
     /// `ALGORITHM/WIRE` or the local algorithm, for summary.csv's algorithm column.
     pub algorithm: String,
-    /// The scenario scaled to the live capacity: the simulator runs it as it is.
+    /// The scenario scaled to the live capacity: the simulator runs it as it is, and its
+    /// `re` and `se` tables are the live proxies' configurations.
     pub scenario: Scenario,
-    /// The RE (its listen address, next hop and neighbours are set per point).
-    pub re: ProxyConfig,
-    /// What the SEs offer in `oc-algo`; `None`: the SEs are plain proxies.
-    pub wire: Option<OcAlgorithm>,
     /// The experiment's label of the variant, to find its simulated points.
     pub experiment_label: Option<String>,
-    /// The SEs' RFC 7415 tolerance τ for normal requests (`None`: the client's default).
-    pub se_rate_tau: Option<std::time::Duration>,
 }
 
 fn wire_name(w: OcAlgorithm) -> &'static str {
@@ -136,6 +131,7 @@ fn wire_name(w: OcAlgorithm) -> &'static str {
         OcAlgorithm::Rate => "RFC 7415 rate",
         OcAlgorithm::Loss => "RFC 7339 loss",
         OcAlgorithm::SluiceWindow => "sluicewin window",
+        OcAlgorithm::SluiceRate => "sluicerate rate",
     }
 }
 
@@ -150,7 +146,7 @@ pub fn is_topology(args: &OverloadArgs) -> Result<bool, String> {
         return Ok(e
             .points
             .iter()
-            .any(|p| !p.scenario.control.algorithm.is_local()));
+            .any(|p| !p.scenario.re.control.algorithm.is_local()));
     }
     Ok(args.variants.iter().any(|v| {
         v.contains('/')
@@ -164,47 +160,22 @@ fn read_experiment(path: &Path) -> Result<Experiment, String> {
     Experiment::from_toml(&text, &Overrides::default())
 }
 
-/// The scenario with the RE's capacity scaled to `capacity` calls/s: costs divided and
-/// queues multiplied by the same factor, so each holds the same seconds of work.
-pub fn scale_scenario(sc: &mut Scenario, capacity: f64) {
-    let k = capacity / sc.capacity_cps();
-    sc.re.service_rate_mps *= k;
-    sc.re.reject_rate_mps *= k;
-    sc.re.invite_cost_ms = sc.re.invite_cost_ms.map(|c| c / k);
-    sc.re.other_cost_ms = sc.re.other_cost_ms.map(|c| c / k);
-    sc.re.queue_capacity = scaled(sc.re.queue_capacity, k);
-    sc.re.invite_queue_capacity = scaled(sc.re.invite_queue_capacity, k);
-}
-
-fn scaled(n: u32, k: f64) -> u32 {
-    (f64::from(n) * k).round().clamp(1.0, f64::from(u32::MAX)) as u32
-}
-
-/// A variant from a (scaled) scenario: the RE's costs, queues and control; `wire` picks
-/// the feedback's wire format (default: the first the RE's algorithm can express).
-pub fn variant(label: &str, sc: Scenario, wire: Option<OcAlgorithm>) -> Result<HopVariant, String> {
-    let mut re = ProxyConfig::default();
-    overload::apply_local_control(&mut re, &sc);
-    let us = |s: f64| (s * 1e6).round() as u64;
-    re.cost_forward_us = us(sc.re.invite_cost_s());
-    re.cost_other_us = Some(us(sc.re.other_cost_s()));
-    re.cost_reject_us = us(sc.re.reject_cost_s());
-    let algorithm = sc.control.algorithm;
-    let (label, algorithm_name, wire) = if algorithm.is_local() {
-        if let Some(w) = wire {
+/// A variant from a (scaled) scenario; `wire` makes the SEs offer only that algorithm
+/// (default: the scenario's SEs', which offer the paper's pairing first).
+pub fn variant(
+    label: &str,
+    mut sc: Scenario,
+    wire: Option<OcAlgorithm>,
+) -> Result<HopVariant, String> {
+    let algorithm = sc.re.control.algorithm;
+    if let Some(w) = wire {
+        let possible = algorithm.wire_algorithms();
+        if possible.is_empty() {
             return Err(format!(
                 "{label}: {algorithm} is not a feedback algorithm; /{} needs one",
                 w.token()
             ));
         }
-        (label.to_owned(), algorithm.to_string(), None)
-    } else {
-        let possible: &[OcAlgorithm] = match algorithm {
-            Algorithm::RateAbs => &[OcAlgorithm::Rate, OcAlgorithm::Loss],
-            Algorithm::RateOcc => &[OcAlgorithm::Loss, OcAlgorithm::Rate],
-            _ => &[OcAlgorithm::SluiceWindow],
-        };
-        let w = wire.unwrap_or(possible[0]);
         if !possible.contains(&w) {
             return Err(format!(
                 "{label}: {algorithm} cannot be carried as {} (use {})",
@@ -216,32 +187,38 @@ pub fn variant(label: &str, sc: Scenario, wire: Option<OcAlgorithm>) -> Result<H
                     .join(" or ")
             ));
         }
-        // The admission policy stays `none`: the RE only computes feedback.
-        re.admission.policy = Algorithm::None;
-        re.overload.role = HopRole::Re;
-        re.overload.control = sc.control.clone();
-        let name = algorithm.to_string();
-        let label = if label == name || label == format!("{name}/{}", w.token()) {
-            format!("{name} as {}", wire_name(w))
-        } else {
-            format!("{label}: {name} as {}", wire_name(w))
-        };
-        (label, format!("{name}/{}", w.token()), Some(w))
-    };
-    // Validated with a placeholder neighbour; the SEs' addresses come per point.
-    let mut check = re.clone();
-    if check.overload.role == HopRole::Re {
-        check.overload.neighbours = vec![SocketAddr::from(([127, 0, 0, 1], 1))];
+        sc.se.overload.client.algorithms = vec![w];
     }
-    check.validate().map_err(|e| format!("{label}: {e}"))?;
+    let (label, algorithm_name) = match sc.wire() {
+        None if !algorithm.is_local() => {
+            return Err(format!(
+                "{label}: the SEs offer no algorithm that can carry {algorithm}"
+            ))
+        }
+        None => (label.to_owned(), algorithm.to_string()),
+        Some(w) => {
+            let name = algorithm.to_string();
+            let label = if label == name || label == format!("{name}/{}", w.token()) {
+                format!("{name} as {}", wire_name(w))
+            } else {
+                format!("{label}: {name} as {}", wire_name(w))
+            };
+            (label, format!("{name}/{}", w.token()))
+        }
+    };
+    // Validated with placeholder addresses; the real ones come per point.
+    let placeholder = SocketAddr::from(([127, 0, 0, 1], 1));
+    sc.re_proxy(placeholder, placeholder, &[placeholder])
+        .validate()
+        .map_err(|e| format!("{label}: RE: {e}"))?;
+    sc.se_proxy(0, placeholder, placeholder)
+        .validate()
+        .map_err(|e| format!("{label}: SE: {e}"))?;
     Ok(HopVariant {
         label,
         algorithm: algorithm_name,
         scenario: sc,
-        re,
-        wire,
         experiment_label: None,
-        se_rate_tau: None,
     })
 }
 
@@ -250,10 +227,11 @@ pub fn variant(label: &str, sc: Scenario, wire: Option<OcAlgorithm>) -> Result<H
 fn set_budget_delay(sc: &mut Scenario, ms: Option<u64>) {
     if let Some(ms) = ms {
         let d = Duration::from_millis(ms);
-        sc.control.win_disc.budget_delay = d;
-        sc.control.win_cont.budget_delay = d;
-        sc.control.rate_abs.budget_delay = d;
-        sc.control.win_auto.delay_binding = Some(d);
+        let control = &mut sc.re.control;
+        control.win_disc.budget_delay = d;
+        control.win_cont.budget_delay = d;
+        control.rate_abs.budget_delay = d;
+        control.win_auto.delay_binding = Some(d);
     }
 }
 
@@ -275,11 +253,9 @@ fn variant_from_spec(
     let algorithm = name
         .parse::<Algorithm>()
         .map_err(|e| format!("variant {spec}: {e}"))?;
-    let mut sc = Scenario {
-        control: ControlConfig::for_algorithm(algorithm),
-        ..Scenario::default()
-    };
-    scale_scenario(&mut sc, capacity);
+    let mut sc = Scenario::default();
+    sc.re.control = ControlConfig::for_algorithm(algorithm);
+    sc.scale_to_capacity(capacity);
     set_budget_delay(&mut sc, budget_delay_ms);
     variant(spec, sc, wire)
 }
@@ -299,30 +275,16 @@ struct Plan {
 
 fn plan(args: &OverloadArgs) -> Result<Plan, String> {
     let mut plan = plan_variants(args)?;
-    let sources = plan.shares.len().max(1) as f64;
-    for v in &mut plan.variants {
-        v.se_rate_tau = Some(match args.se_rate_tau_ms {
-            Some(ms) => std::time::Duration::from_millis(ms),
-            None => se_rate_tau_like_simulator(&v.scenario, args.capacity / sources),
-        });
+    if let Some(ms) = args.se_rate_tau_ms {
+        // A setting of the SEs, so the simulator's SEs run with it too.
+        let tau = Duration::from_millis(ms);
+        for v in &mut plan.variants {
+            let client = &mut v.scenario.se.overload.client;
+            client.rate_tau = tau;
+            client.rate_tau_priority = client.rate_tau_priority.max(tau);
+        }
     }
     Ok(plan)
-}
-
-/// The RFC 7415 tolerance that lets an SE pass the bursts the simulator's SE passes: its
-/// token bucket of `bucket_depth` sessions lets that many through back to back, and the
-/// RFC's bucket lets `τ/T + 1` through at `T = 1/rate`, so `τ = (depth − 1)/rate` at the
-/// SE's share of the capacity (40 ms for the default depth of 5 at 100 calls/s). The
-/// client's own default, 20 ms, rejected 8 % of rate-abs's calls at 1x where the simulator
-/// rejects about 3 %.
-fn se_rate_tau_like_simulator(sc: &Scenario, per_se_rate: f64) -> std::time::Duration {
-    let depth = f64::from(sc.control.enforcement.bucket_depth.max(1));
-    let tau = (depth - 1.0) / per_se_rate;
-    if tau.is_finite() && tau >= 0.0 {
-        std::time::Duration::from_secs_f64(tau.min(10.0))
-    } else {
-        std::time::Duration::ZERO
-    }
 }
 
 fn plan_variants(args: &OverloadArgs) -> Result<Plan, String> {
@@ -387,7 +349,7 @@ fn plan_variants(args: &OverloadArgs) -> Result<Plan, String> {
             continue;
         }
         let mut sc = p.scenario.clone();
-        scale_scenario(&mut sc, args.capacity);
+        sc.scale_to_capacity(args.capacity);
         if args.ses.is_some() {
             sc.sources = equal_sources(ses);
         }
@@ -476,29 +438,16 @@ fn start_proxies(
         .collect::<Result<_, _>>()
         .map_err(|e| e.to_string())?;
     drop(reserved);
-    let mut re_config = v.re.clone();
-    if re_config.overload.role == HopRole::Re {
-        re_config.overload.neighbours.clone_from(&se_addrs);
-    }
+    // The scenario's proxies, wired to loopback: the same tables the simulator runs.
+    let unbound = SocketAddr::from(([127, 0, 0, 1], 0));
+    let re_config = v.scenario.re_proxy(unbound, uas, &se_addrs);
     let (re_addr, re) = overload::start_sluice(re_config, uas, budget)?;
     let mut proxies = Proxies {
         re,
         ses: Vec::new(),
     };
     for (i, addr) in se_addrs.into_iter().enumerate() {
-        let mut se = ProxyConfig::default();
-        if let Some(w) = v.wire {
-            se.overload.role = HopRole::Se;
-            se.overload.client.algorithms = vec![w];
-            // Double feed: the SE sends its offered load forward (`sluice-ff`).
-            se.overload.client.feed_forward = v.scenario.control.fairness == Fairness::UserCentric;
-            if let Some(tau) = v.se_rate_tau {
-                se.overload.client.rate_tau = tau;
-                se.overload.client.rate_tau_priority =
-                    se.overload.client.rate_tau_priority.max(tau);
-            }
-            se.overload.seed = i as u64 + 1;
-        }
+        let se = v.scenario.se_proxy(i, addr, re_addr);
         match overload::start_sluice_on(se, addr, re_addr, budget) {
             Ok(running) => proxies.ses.push(running),
             Err(e) => {
@@ -551,7 +500,7 @@ fn run_point(
         warmup,
         hold,
     } = timing;
-    let capacity = overload::emulated_capacity(&v.re);
+    let capacity = overload::emulated_capacity(&v.scenario.re);
     if !capacity.is_finite() {
         return Err(format!("{}: no emulated capacity", v.label));
     }
@@ -759,13 +708,15 @@ pub fn bench(args: &OverloadArgs) -> Result<(), String> {
     let sources = plan.shares.len();
     for v in &plan.variants {
         println!(
-            "{}: {sources} UACs -> {sources} SEs -> RE at {:.1} calls/s emulated (message {} us, 503 {} us, queue {}){}",
+            "{}: {sources} UACs -> {sources} SEs -> RE at {:.1} calls/s emulated (message {:.0} us, 503 {:.0} us, queue {}){}",
             v.label,
-            overload::emulated_capacity(&v.re),
-            v.re.cost_forward_us,
-            v.re.cost_reject_us,
-            v.re.queue_capacity,
-            v.wire.map_or(String::new(), |w| format!(", SEs offer oc-algo {}", w.token())),
+            overload::emulated_capacity(&v.scenario.re),
+            v.scenario.re.cost_forward_us,
+            v.scenario.re.cost_reject_us,
+            v.scenario.re.queue_capacity,
+            v.scenario
+                .wire()
+                .map_or(String::new(), |w| format!(", feedback as oc-algo {}", w.token())),
         );
     }
     let w = label_width(&plan);
@@ -823,7 +774,7 @@ pub fn bench(args: &OverloadArgs) -> Result<(), String> {
         let runs: Vec<(&PointResult, Fairness)> = points
             .iter()
             .zip(&plan.variants)
-            .map(|(p, v)| (p, v.scenario.control.fairness))
+            .map(|(p, v)| (p, v.scenario.re.control.fairness))
             .collect();
         let missed = hop_dynamic::report(&args.out, &plan.name, d, &runs)?;
         println!(
@@ -1009,24 +960,45 @@ mod tests {
     use super::*;
 
     #[test]
-    fn rate_tolerance_matches_the_simulators_token_bucket() {
-        // Depth 5 at 100 calls/s: the 4 sessions beyond the first, 10 ms apart.
-        let sc = Scenario::default();
-        assert_eq!(sc.control.enforcement.bucket_depth, 5);
+    fn a_variant_runs_the_scenarios_proxies_with_the_wire_it_names() {
+        let v = variant_from_spec("rate-abs", 300.0, None).unwrap();
         assert_eq!(
-            se_rate_tau_like_simulator(&sc, 100.0),
-            std::time::Duration::from_millis(40)
+            v.scenario.wire(),
+            Some(OcAlgorithm::SluiceRate),
+            "the paper's pairing"
         );
-        let mut one = Scenario::default();
-        one.control.enforcement.bucket_depth = 1;
-        assert_eq!(
-            se_rate_tau_like_simulator(&one, 100.0),
-            std::time::Duration::ZERO
+        assert!(
+            (v.scenario.capacity_cps() - 300.0).abs() < 1e-3,
+            "costs are kept to the ns"
         );
-        // No capacity gives no tolerance rather than an infinite one.
         assert_eq!(
-            se_rate_tau_like_simulator(&sc, 0.0),
-            std::time::Duration::ZERO
+            v.scenario.re.queue_capacity, 2100,
+            "one second of work, as the paper's 500"
+        );
+        let v = variant_from_spec("rate-abs/loss", 300.0, Some(50)).unwrap();
+        assert_eq!(v.algorithm, "rate-abs/loss");
+        assert_eq!(
+            v.scenario.se.overload.client.algorithms,
+            [OcAlgorithm::Loss]
+        );
+        assert_eq!(
+            v.scenario.re.control.rate_abs.budget_delay,
+            Duration::from_millis(50)
+        );
+        assert_eq!(
+            variant_from_spec("win-cont", 300.0, None)
+                .unwrap()
+                .algorithm,
+            "win-cont/sluicewin"
+        );
+        assert!(variant_from_spec("win-disc/rate", 300.0, None).is_err());
+        assert!(variant_from_spec("threshold/loss", 300.0, None).is_err());
+        assert_eq!(
+            variant_from_spec("none", 300.0, None)
+                .unwrap()
+                .scenario
+                .wire(),
+            None
         );
     }
 }

@@ -59,7 +59,7 @@ pub const ALL_VARIANTS: &str = "none:fifo,none,threshold,ohta,occ,red,pi,latency
 /// 200, ACK, BYE, 200) and rejected (none: the proxy absorbs the ACK for its stateless 503
 /// at the receive stage), for `β` and the capacity.
 const OTHERS_FORWARDED: f64 = 6.0;
-const OTHERS_REJECTED: f64 = 0.0;
+const OTHERS_REJECTED: f64 = 1.0;
 
 /// `C_T` of the `g_opt(r)` curve: the PI's default target.
 const TARGET_CPU: f64 = 0.9;
@@ -197,7 +197,7 @@ impl Variant {
     }
     fn algorithm(&self) -> String {
         match &self.target {
-            Target::Sluice(c) => c.admission.policy.to_string(),
+            Target::Sluice(c) => c.control.algorithm.to_string(),
             Target::Command { .. } => "external".into(),
         }
     }
@@ -228,12 +228,12 @@ pub fn sluice_variant(
         Some(name) => (name, true),
         None => (policy, false),
     };
-    c.admission.policy = name
+    c.control.algorithm = name
         .parse::<Algorithm>()
         .map_err(|e| format!("variant {policy}: {e}"))?;
     c.invite_queue = !fifo;
     c.queue_capacity = 1000;
-    c.invite_queue_capacity = match c.admission.policy {
+    c.invite_queue_capacity = match c.control.algorithm {
         Algorithm::Ohta | Algorithm::Red => 1000,
         _ => 800,
     };
@@ -264,16 +264,16 @@ fn set_costs(
             "cost_other_us {cost_other_us} leaves nothing for the INVITE at {capacity} calls/s"
         ));
     }
-    // β = (invite + 6 other) / (reject + 0 other)
+    // β = (invite + 6 other) / (reject + the ACK of its 503)
     let reject_us = call_us / beta - OTHERS_REJECTED * other;
     if reject_us < 0.0 {
         return Err(format!(
             "beta {beta} is too high for cost_other_us {cost_other_us}"
         ));
     }
-    c.cost_forward_us = invite_us.round() as u64;
-    c.cost_other_us = Some(cost_other_us);
-    c.cost_reject_us = reject_us.round() as u64;
+    c.cost_forward_us = invite_us;
+    c.cost_other_us = Some(other);
+    c.cost_reject_us = reject_us;
     Ok(())
 }
 
@@ -1005,22 +1005,6 @@ pub fn write_outputs(
 /// A sweep to run: name, title, variants, loads and the `β` of the `g_opt` curve.
 type Plan = (String, String, Vec<Variant>, Vec<f64>, f64);
 
-/// A simulator scenario's local control (policy and parameters) and its RE's queues, on
-/// the proxy's config.
-pub(crate) fn apply_local_control(c: &mut ProxyConfig, sc: &sluice_sim::Scenario) {
-    let ctl = &sc.control;
-    c.admission.policy = ctl.algorithm;
-    c.admission.threshold = ctl.threshold.clone();
-    c.admission.ohta = ctl.ohta.clone();
-    c.admission.occ = ctl.occ.clone();
-    c.admission.red = ctl.red.clone();
-    c.admission.pi = ctl.pi.clone();
-    c.admission.latency_bucket = ctl.latency_bucket.clone();
-    c.invite_queue = sc.re.invite_queue || ctl.algorithm.drains_invite_queue();
-    c.invite_queue_capacity = sc.re.invite_queue_capacity as usize;
-    c.queue_capacity = sc.re.queue_capacity as usize;
-}
-
 /// The variants and loads of a simulator experiment, mapped onto the proxy.
 fn from_experiment(path: &Path, args: &OverloadArgs) -> Result<Plan, String> {
     use sluice_sim::experiment::{Experiment, Overrides};
@@ -1036,29 +1020,20 @@ fn from_experiment(path: &Path, args: &OverloadArgs) -> Result<Plan, String> {
         if variants.iter().any(|v| v.label == p.variant) {
             continue;
         }
-        let sc = &p.scenario;
-        let ctl = &sc.control;
-        if !ctl.algorithm.is_local() {
+        let algorithm = p.scenario.re.control.algorithm;
+        if !algorithm.is_local() {
             println!(
-                "{}: {} is not a local control; skipped (hop-by-hop is not in this bench)",
-                p.variant, ctl.algorithm
+                "{}: {algorithm} is not a local control; skipped (hop-by-hop is not in this bench)",
+                p.variant
             );
             continue;
         }
-        let mut c = ProxyConfig::default();
-        apply_local_control(&mut c, sc);
-        // The experiment's costs set the ratios (other/INVITE, β); --capacity sets the scale.
-        let b = sc.effective_beta();
-        let invite_s = sc.re.invite_cost_s();
-        let other_s = sc.re.other_cost_s();
-        let other_us = if invite_s > 0.0 {
-            let call_us = 1e6 / args.capacity;
-            (call_us * other_s / (invite_s + OTHERS_FORWARDED * other_s)).round() as u64
-        } else {
-            args.cost_other_us
-        };
-        set_costs(&mut c, args.capacity, other_us, b)?;
-        beta = b;
+        // The experiment's RE at --capacity: the same ratios (other/INVITE, β) and the
+        // same seconds of work in its queues.
+        let mut sc = p.scenario.clone();
+        sc.scale_to_capacity(args.capacity);
+        beta = sc.effective_beta();
+        let c = sc.re;
         c.validate()
             .map_err(|err| format!("{}: {err}", p.variant))?;
         variants.push(Variant {

@@ -25,18 +25,18 @@ pub struct ProxyArgs {
     /// Emulated processor time per fully processed INVITE (and, unless --cost-other-us is
     /// given, per other message), microseconds.
     #[arg(long)]
-    cost_forward_us: Option<u64>,
+    cost_forward_us: Option<f64>,
     /// Emulated processor time per rejected INVITE, microseconds.
     #[arg(long)]
-    cost_reject_us: Option<u64>,
+    cost_reject_us: Option<f64>,
     /// Emulated processor time per message other than an INVITE, microseconds.
     #[arg(long)]
-    cost_other_us: Option<u64>,
+    cost_other_us: Option<f64>,
     /// Admitted INVITEs wait in their own queue behind everything else (De Cicco et al.).
     #[arg(long)]
     invite_queue: bool,
-    /// Admission policy: none, threshold, ohta, occ, red, pi, latency-bucket (pi implies
-    /// --invite-queue).
+    /// Local overload control (`control.algorithm`): none, threshold, ohta, occ, red, pi,
+    /// latency-bucket (pi implies --invite-queue).
     #[arg(long)]
     admission: Option<String>,
     /// Retry-After seconds on rejections (0: none).
@@ -89,14 +89,14 @@ fn effective_config(args: &ProxyArgs) -> Result<ProxyConfig, String> {
         c.invite_queue = true;
     }
     if let Some(v) = &args.admission {
-        c.admission.policy = v.parse().map_err(|e| format!("--admission: {e}"))?;
+        c.control.algorithm = v.parse().map_err(|e| format!("--admission: {e}"))?;
         // On the command line, asking for the draining policy asks for its queue.
-        if c.admission.policy.drains_invite_queue() {
+        if c.control.algorithm.drains_invite_queue() {
             c.invite_queue = true;
         }
     }
     if let Some(v) = args.retry_after {
-        c.admission.retry_after_s = v;
+        c.retry_after_s = v;
     }
     if let Some(v) = args.max_transactions {
         c.max_transactions = v;

@@ -267,7 +267,7 @@ fn write_summary(out: &Path, e: &Experiment, reports: &[RunReport]) -> Result<()
             "{},{},{},{},{},{:.3},{:.4},{:.3},{:.4},{:.2},{:.2},{:.4},{:.4},{:.4},{},{},{:.2},{}",
             e.name,
             csv_field(&p.variant),
-            p.scenario.control.algorithm,
+            p.scenario.re.control.algorithm,
             p.seed,
             p.x,
             p.offered_load,
@@ -506,7 +506,7 @@ fn draw_dynamics(
     ts: &sluice_sim::TimeSeries,
     figure: &str,
 ) -> Result<(), String> {
-    let q_max = f64::from(p.scenario.re.invite_queue_capacity.max(1));
+    let q_max = p.scenario.re.invite_queue_capacity.max(1) as f64;
     let series_of = |label: &str, f: &dyn Fn(&sluice_sim::SeriesPoint) -> f64| Series {
         label: label.into(),
         points: ts

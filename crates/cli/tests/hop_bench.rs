@@ -110,7 +110,7 @@ schedule = [{ at_s = 0.0, load = 1.5 }]
 
 [[variant]]
 label = "rate-abs double feed"
-scenario = { control = { algorithm = "rate-abs", fairness = "user-centric" } }
+scenario = { re = { control = { algorithm = "rate-abs", fairness = "user-centric" } }, se = { overload = { client = { feed_forward = true } } } }
 "#,
     )
     .unwrap();

@@ -26,14 +26,14 @@ fn print_config_shows_file_values_with_flags_on_top() {
         "--config",
         example,
         "--queue",
-        "123",
+        "1234",
         "--admission",
         "threshold",
         "--print-config",
     ]);
     assert_eq!(code, 0, "{err}");
-    assert!(out.contains("queue_capacity = 123\n"), "{out}");
-    assert!(out.contains("policy = \"threshold\"\n"), "{out}");
+    assert!(out.contains("queue_capacity = 1234\n"), "{out}");
+    assert!(out.contains("algorithm = \"threshold\"\n"), "{out}");
     // From the file, untouched by flags.
     assert!(out.contains("next_hop = \"127.0.0.1:5070\"\n"), "{out}");
     assert!(out.contains("user = \"carol\"\n"), "{out}");
@@ -56,7 +56,10 @@ fn bad_configs_are_named_clearly() {
     assert!(err.contains("queue_capacity must be at least 1"), "{err}");
     let (code, _, err) = sluice(&["proxy", "--admission", "win-disc"]);
     assert_eq!(code, 1);
-    assert!(err.contains("not available in the proxy"), "{err}");
+    assert!(
+        err.contains("computes feedback for upstream neighbours"),
+        "{err}"
+    );
     let (code, _, err) = sluice(&["proxy", "--config", "/nonexistent/proxy.toml"]);
     assert_eq!(code, 1);
     assert!(err.contains("cannot read /nonexistent/proxy.toml"), "{err}");

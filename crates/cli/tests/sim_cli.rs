@@ -14,10 +14,10 @@ offered_load = [0.5, 3.0]
 seeds = [5]
 [[variant]]
 label = "none"
-scenario = { control = { algorithm = "none" } }
+scenario = { re = { control = { algorithm = "none" } } }
 [[variant]]
 label = "win-cont"
-scenario = { control = { algorithm = "win-cont" } }
+scenario = { re = { control = { algorithm = "win-cont" } } }
 "#;
 
 fn sluice(args: &[&str]) -> (i32, String, String) {

@@ -9,13 +9,14 @@
 //! fairness = "user-centric"     # or "provider-centric" (default)
 //! [win_cont]
 //! budget_delay_ms = 200
-//! [enforcement]
-//! throttle = "window"           # default: the paper's pairing for the algorithm
 //! ```
 //!
 //! The local controls take their tables the same way, e.g.
 //! `algorithm = "pi"` with `[pi]` `k_pc = 3.5`, `target_cpu = 0.8`; they build through
-//! [`ControlConfig::build_local_admission`] and pair with no SE throttle.
+//! [`ControlConfig::build_local_admission`]. How an SE enforces the feedback is the SE's
+//! own setting ([`crate::overload::OcClientConfig`]): the wire algorithm it negotiates
+//! picks the paper's pairing (§2.4.2), a window throttle for `sluicewin`, a percentage
+//! throttle for `sluicerate`.
 
 use crate::active_sources::ActiveSourceConfig;
 use crate::admission::{
@@ -23,9 +24,9 @@ use crate::admission::{
     OccConfig, Ohta, OhtaConfig, PiConfig, RedConfig, RedRejection, ThresholdConfig,
     ThresholdRejection,
 };
-use crate::enforcer::{BlockingMode, ConfigError, Throttle, ThrottleKind, ThrottleSpec};
 use crate::estimation::EstimatorConfig;
 use crate::fairness::Fairness;
+use crate::overload::OcAlgorithm;
 use crate::receiver::{
     AnyFeedbackGenerator, NoFeedback, RateAbs, RateAbsConfig, RateOcc, RateOccConfig, WinAuto,
     WinAutoConfig, WinCont, WinContConfig, WinDisc, WinDiscConfig,
@@ -34,7 +35,6 @@ use serde::{Deserialize, Serialize};
 use sluice_time::Time;
 use std::fmt;
 use std::str::FromStr;
-use std::time::Duration;
 
 /// The algorithms, named as in the paper.
 #[derive(
@@ -119,6 +119,24 @@ impl Algorithm {
         self == Algorithm::Pi
     }
 
+    /// The `oc-algo` algorithms that can carry its feedback (RFC 7339 §5.2), the paper's
+    /// own enforcement first: windows as `sluicewin`; rate-abs's absolute rate as
+    /// `sluicerate`, RFC 7415 `rate`, or RFC 7339 `loss` against the client's offered rate;
+    /// rate-occ's acceptance fraction as `loss` (or `rate` against a fed-forward offered
+    /// rate). Empty for the local controls.
+    pub fn wire_algorithms(self) -> &'static [OcAlgorithm] {
+        match self.feedback_kind() {
+            None => &[],
+            Some("window") => &[OcAlgorithm::SluiceWindow],
+            Some("rate") => &[
+                OcAlgorithm::SluiceRate,
+                OcAlgorithm::Rate,
+                OcAlgorithm::Loss,
+            ],
+            Some(_) => &[OcAlgorithm::Loss, OcAlgorithm::Rate],
+        }
+    }
+
     /// What the algorithm feeds back, if anything.
     fn feedback_kind(self) -> Option<&'static str> {
         match self {
@@ -132,16 +150,6 @@ impl Algorithm {
             Algorithm::WinDisc | Algorithm::WinCont | Algorithm::WinAuto => Some("window"),
             Algorithm::RateAbs => Some("rate"),
             Algorithm::RateOcc => Some("acceptance-fraction"),
-        }
-    }
-
-    /// The enforcement the paper pairs with it (§2.4.2: percentage throttle for rate
-    /// feedback, window throttle for window feedback).
-    pub fn paper_throttle(self) -> ThrottleKind {
-        match self.feedback_kind() {
-            None => ThrottleKind::None,
-            Some("window") => ThrottleKind::Window,
-            Some(_) => ThrottleKind::Percentage,
         }
     }
 }
@@ -167,52 +175,8 @@ impl FromStr for Algorithm {
     }
 }
 
-/// SE-side settings. The paper does not evaluate these mechanisms' own parameters, so
-/// the values below are ours and documented where they are defined.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct EnforcementConfig {
-    /// Mechanism; unset means the paper's pairing ([`Algorithm::paper_throttle`]).
-    pub throttle: Option<ThrottleKind>,
-    /// Unset means discard, or keep for the leaky bucket (§2.4.2).
-    pub blocking: Option<BlockingMode>,
-    /// Keep-mode hold queue bound (leaky bucket depth). Ours: 50 requests, a couple of
-    /// seconds at the paper's per-SE rates; the SE answers the caller with 100 Trying,
-    /// so holding does not trigger INVITE retransmission.
-    pub hold_limit: usize,
-    /// Token bucket depth in sessions. Ours: 5, about one `D_B` (200 ms) of a per-SE
-    /// share of the paper's 72 sessions/s.
-    pub bucket_depth: u32,
-    /// Window before the first feedback; unset means the RE algorithm's `W_0`.
-    pub initial_window: Option<u32>,
-    /// Window probe after this long with an empty window and no feedback; 0 disables.
-    #[serde(rename = "window_probe_after_ms", with = "crate::serde_millis")]
-    pub window_probe_after: Duration,
-    /// Offered-load meter interval (like `T_m`, default 100 ms).
-    #[serde(rename = "meter_interval_ms", with = "crate::serde_millis")]
-    pub meter_interval: Duration,
-    pub meter_smoothing_weight: f64,
-    /// Feed offered load forward; unset means on exactly when fairness is user-centric.
-    pub feed_forward: Option<bool>,
-}
-
-impl Default for EnforcementConfig {
-    fn default() -> Self {
-        Self {
-            throttle: None,
-            blocking: None,
-            hold_limit: 50,
-            bucket_depth: 5,
-            initial_window: None,
-            window_probe_after: Duration::from_secs(1),
-            meter_interval: Duration::from_millis(100),
-            meter_smoothing_weight: 0.25,
-            feed_forward: None,
-        }
-    }
-}
-
-/// Everything needed to build one RE's controllers and its SEs' enforcers.
+/// Everything needed to build one proxy's controllers: its local admission policy and, as
+/// a receiving entity, its feedback generator.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ControlConfig {
@@ -233,7 +197,6 @@ pub struct ControlConfig {
     pub red: RedConfig,
     pub pi: PiConfig,
     pub latency_bucket: LatencyBucketConfig,
-    pub enforcement: EnforcementConfig,
 }
 
 impl ControlConfig {
@@ -245,23 +208,17 @@ impl ControlConfig {
         }
     }
 
-    /// Checks that the SE mechanism can enforce the RE's feedback and runs in the mode asked.
-    pub fn validate(&self) -> Result<(), ConfigError> {
-        self.enforcer_spec().map(|_| ())
-    }
-
-    /// The RE's receive-stage policy: the local control for `threshold`, `ohta`, `occ`,
-    /// `red`, `pi` and `latency-bucket`, otherwise admit everything (the driver's
-    /// bounded queue drops when full). Timers start at [`Time::ZERO`]; see
-    /// [`Self::build_local_admission_at`].
-    pub fn build_local_admission(&self) -> AnyLocalAdmission {
-        self.build_local_admission_at(Time::ZERO)
-    }
-
-    /// As [`Self::build_local_admission`], with timers starting at `now`. Random draws
-    /// use `seed` (stream 0, like the RE's feedback generator, which the local
+    /// The proxy's receive-stage policy: the local control for `threshold`, `ohta`, `occ`,
+    /// `red`, `pi` and `latency-bucket`, otherwise admit everything (the driver's bounded
+    /// queue drops when full). Timers start at `now`; `invite_queue_capacity` is the
+    /// driver's INVITE queue `q_M`, which the PI's queue loop caps its set-point with.
+    /// Random draws use `seed` (stream 0, like the feedback generator, which the local
     /// policies never run alongside).
-    pub fn build_local_admission_at(&self, now: Time) -> AnyLocalAdmission {
+    pub fn build_local_admission(
+        &self,
+        now: Time,
+        invite_queue_capacity: usize,
+    ) -> AnyLocalAdmission {
         match self.algorithm {
             Algorithm::Threshold => {
                 AnyLocalAdmission::Threshold(ThresholdRejection::new(&self.threshold))
@@ -269,7 +226,12 @@ impl ControlConfig {
             Algorithm::Ohta => AnyLocalAdmission::Ohta(Ohta::new(&self.ohta)),
             Algorithm::Occ => AnyLocalAdmission::Occ(LocalOcc::new(&self.occ, self.seed, now)),
             Algorithm::Red => AnyLocalAdmission::Red(RedRejection::new(&self.red, self.seed)),
-            Algorithm::Pi => AnyLocalAdmission::Pi(DualLoopPi::new(&self.pi, self.seed, now)),
+            Algorithm::Pi => AnyLocalAdmission::Pi(DualLoopPi::new(
+                &self.pi,
+                invite_queue_capacity,
+                self.seed,
+                now,
+            )),
             Algorithm::LatencyBucket => {
                 AnyLocalAdmission::LatencyBucket(LatencyBucket::new(&self.latency_bucket, now))
             }
@@ -332,71 +294,13 @@ impl ControlConfig {
             }
         }
     }
-
-    /// The SE throttle settings this config resolves to.
-    pub fn enforcer_spec(&self) -> Result<ThrottleSpec, ConfigError> {
-        let e = &self.enforcement;
-        let kind = e.throttle.unwrap_or(self.algorithm.paper_throttle());
-        let blocking = e.blocking.unwrap_or(if kind == ThrottleKind::LeakyBucket {
-            BlockingMode::Keep
-        } else {
-            BlockingMode::Discard
-        });
-        if let Some(feedback) = self.algorithm.feedback_kind() {
-            let window_feedback = feedback == "window";
-            let compatible = match kind {
-                ThrottleKind::None => true,
-                ThrottleKind::Window => window_feedback,
-                _ => !window_feedback,
-            };
-            if !compatible {
-                return Err(ConfigError::Mismatch {
-                    algorithm: self.algorithm.name(),
-                    feedback,
-                    throttle: kind,
-                });
-            }
-        }
-        let algorithm_w0 = match self.algorithm {
-            Algorithm::WinDisc => Some(self.win_disc.initial_window),
-            Algorithm::WinCont => Some(self.win_cont.initial_window),
-            Algorithm::WinAuto => Some(self.win_auto.initial_window),
-            _ => None,
-        };
-        let spec = ThrottleSpec {
-            kind,
-            blocking,
-            hold_limit: e.hold_limit,
-            bucket_depth: e.bucket_depth,
-            initial_window: e.initial_window.or(algorithm_w0),
-            probe_after: (!e.window_probe_after.is_zero()).then_some(e.window_probe_after),
-            meter_interval: e.meter_interval,
-            meter_smoothing_weight: e.meter_smoothing_weight,
-            feed_forward: e
-                .feed_forward
-                .unwrap_or(self.fairness == Fairness::UserCentric),
-        };
-        spec.validate()?;
-        Ok(spec)
-    }
-
-    /// One SE's throttle toward this RE. Give every SE a different `stream` so their
-    /// random draws are independent; the RE's own draws use stream 0, enforcers use
-    /// `stream + 1`.
-    pub fn build_enforcer(&self, stream: u64, now: Time) -> Result<Throttle, ConfigError> {
-        Throttle::new(
-            &self.enforcer_spec()?,
-            self.seed,
-            stream.wrapping_add(1),
-            now,
-        )
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::receiver::FeedbackGenerator;
+    use std::time::Duration;
 
     #[test]
     fn rate_occ_measures_at_least_as_often_as_it_acts() {
@@ -457,61 +361,31 @@ mod tests {
     fn fields_parse_in_milliseconds_and_typos_are_rejected() {
         let cfg: ControlConfig = toml::from_str(
             "algorithm = \"rate-occ\"\nfairness = \"user-centric\"\n[rate_occ]\ncontrol_interval_ms = 14\n\
-             [estimator]\nmeasurement_interval_ms = 14\n[win_auto]\ndelay_binding_ms = 200\n\
-             [enforcement]\nthrottle = \"token-bucket\"\nblocking = \"keep\"\n",
+             [estimator]\nmeasurement_interval_ms = 14\n[win_auto]\ndelay_binding_ms = 200\n",
         )
         .unwrap();
         assert_eq!(cfg.rate_occ.control_interval, Duration::from_millis(14));
         assert_eq!(cfg.win_auto.delay_binding, Some(Duration::from_millis(200)));
-        assert_eq!(cfg.enforcement.throttle, Some(ThrottleKind::TokenBucket));
         assert!(toml::from_str::<ControlConfig>("[win_cont]\nbudget_delay = 200").is_err());
         assert!(toml::from_str::<ControlConfig>("[rate_abs]\nc_ms = -5").is_err());
         assert!(toml::from_str::<ControlConfig>("algorithm = \"win_cont\"").is_err());
+        // Enforcement is the SE's own setting, not the RE's control table.
+        assert!(toml::from_str::<ControlConfig>("[enforcement]\nthrottle = \"window\"").is_err());
     }
 
     #[test]
-    fn the_factory_pairs_each_algorithm_with_the_papers_enforcement() {
+    fn every_algorithm_builds_a_generator_and_a_policy() {
         for a in Algorithm::ALL {
             let cfg = ControlConfig::for_algorithm(a);
-            let spec = cfg.enforcer_spec().unwrap();
-            let expected = match a {
-                Algorithm::None
-                | Algorithm::Threshold
-                | Algorithm::Ohta
-                | Algorithm::Occ
-                | Algorithm::Red
-                | Algorithm::Pi
-                | Algorithm::LatencyBucket => ThrottleKind::None,
-                Algorithm::WinDisc | Algorithm::WinCont | Algorithm::WinAuto => {
-                    ThrottleKind::Window
-                }
-                Algorithm::RateAbs | Algorithm::RateOcc => ThrottleKind::Percentage,
-            };
-            assert_eq!(spec.kind, expected, "{a}");
-            assert_eq!(spec.blocking, BlockingMode::Discard);
             let g = cfg.build_feedback_generator(Time::ZERO);
             assert_eq!(g.metrics().active_sources, 0);
-            assert!(cfg.build_enforcer(0, Time::ZERO).is_ok());
+            let local = cfg.build_local_admission(Time::ZERO, 800);
+            assert_eq!(
+                matches!(local, AnyLocalAdmission::AdmitAll(_)),
+                !a.is_local() || a == Algorithm::None,
+                "{a}"
+            );
         }
-        assert_eq!(
-            ControlConfig::for_algorithm(Algorithm::WinAuto)
-                .enforcer_spec()
-                .unwrap()
-                .initial_window,
-            Some(10)
-        );
-    }
-
-    #[test]
-    fn mismatched_feedback_and_enforcement_are_rejected() {
-        let mut cfg = ControlConfig::for_algorithm(Algorithm::WinCont);
-        cfg.enforcement.throttle = Some(ThrottleKind::TokenBucket);
-        assert!(matches!(cfg.validate(), Err(ConfigError::Mismatch { .. })));
-        let mut cfg = ControlConfig::for_algorithm(Algorithm::RateAbs);
-        cfg.enforcement.throttle = Some(ThrottleKind::Window);
-        assert!(matches!(cfg.validate(), Err(ConfigError::Mismatch { .. })));
-        cfg.enforcement.throttle = Some(ThrottleKind::LeakyBucket);
-        assert_eq!(cfg.enforcer_spec().unwrap().blocking, BlockingMode::Keep);
     }
 
     #[test]
@@ -526,17 +400,17 @@ mod tests {
         assert_eq!(cfg.pi.gains(), [2.5, 10.3, 19.2, 130.5]);
         assert_eq!(cfg.pi.target_queueing_delay, Duration::from_millis(40));
         assert_eq!(cfg.pi.sample_interval, Duration::from_millis(10));
-        assert_eq!(cfg.pi.max_queue, 800);
-        let mut a = cfg.build_local_admission();
+        let mut a = cfg.build_local_admission(Time::ZERO, 640);
         assert!(a.drains() && cfg.algorithm.drains_invite_queue());
-        assert_eq!(a.drain_mut().unwrap().max_queue(), 800);
+        assert_eq!(
+            a.drain_mut().unwrap().max_queue(),
+            640,
+            "q_M is the driver's queue"
+        );
         assert_eq!(a.poll_timeout(), Some(Time::from_millis(10)));
 
         let d = ControlConfig::default();
-        assert_eq!(
-            (d.ohta.lo_wm, d.ohta.hi_wm, d.ohta.queue_capacity),
-            (400, 800, 1000)
-        );
+        assert_eq!((d.ohta.lo_wm, d.ohta.hi_wm), (400, 800));
         assert_eq!(d.occ.control_interval, Duration::from_secs(1));
         assert_eq!(d.occ.measurement_interval, Duration::from_millis(100));
         assert!((d.occ.min_fraction - 0.02).abs() < 1e-12);
@@ -554,14 +428,14 @@ mod tests {
         ] {
             let a: Algorithm = name.parse().unwrap();
             assert!(a.is_local());
-            let mut built = ControlConfig::for_algorithm(a).build_local_admission();
+            let mut built = ControlConfig::for_algorithm(a).build_local_admission(Time::ZERO, 800);
             assert_eq!(built.drains(), drains, "{name}");
             assert!(built.drain_mut().is_some() == drains);
             assert!(!matches!(built, AnyLocalAdmission::AdmitAll(_)), "{name}");
         }
         for a in [Algorithm::None, Algorithm::WinCont, Algorithm::RateOcc] {
             assert!(matches!(
-                ControlConfig::for_algorithm(a).build_local_admission(),
+                ControlConfig::for_algorithm(a).build_local_admission(Time::ZERO, 800),
                 AnyLocalAdmission::AdmitAll(_)
             ));
         }

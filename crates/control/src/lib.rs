@@ -26,7 +26,8 @@
 //! - **Bounds and tuning**: [`optimal`], the goodput bound of De Cicco et al.'s
 //!   Proposition 1; [`tuning`], their Extremum Seeking optimizer and cost functional.
 //!
-//! [`ControlConfig`] (serde, paper defaults) builds all three for any [`Algorithm`].
+//! [`ControlConfig`] (serde, paper defaults) builds the RE's generator and the local policy
+//! for any [`Algorithm`]; an SE's enforcement is its [`overload::OcClientConfig`].
 //!
 //! # Driving an RE
 //! For a message from neighbour `n` (feedback is only accepted from configured
@@ -83,7 +84,7 @@ pub mod tuning;
 mod types;
 
 pub use admission::{AdmissionMetrics, AnyLocalAdmission, DrainController, LocalAdmission};
-pub use config::{Algorithm, ControlConfig, EnforcementConfig, UnknownAlgorithm};
+pub use config::{Algorithm, ControlConfig, UnknownAlgorithm};
 pub use enforcer::{
     BlockingMode, ConfigError, EnforcerStats, FeedbackEnforcer, Throttle, ThrottleKind,
     ThrottleSpec,

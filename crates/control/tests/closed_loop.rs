@@ -8,9 +8,9 @@
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use sluice_control::{
-    AdmissionVerdict, Algorithm, Completion, ControlConfig, FeedbackEnforcer, FeedbackGenerator,
-    LocalAdmission, MessageClass, MessageSummary, NeighbourId, QueueOccupancy, RequestId,
-    ThrottleVerdict,
+    AdmissionVerdict, Algorithm, BlockingMode, Completion, ControlConfig, FeedbackEnforcer,
+    FeedbackGenerator, LocalAdmission, MessageClass, MessageSummary, NeighbourId, QueueOccupancy,
+    RequestId, Throttle, ThrottleKind, ThrottleSpec, ThrottleVerdict,
 };
 use sluice_time::Time;
 use std::collections::{BTreeMap, VecDeque};
@@ -48,14 +48,41 @@ fn run(algorithm: Algorithm, seed: u64) -> Outcome {
     run_with(&cfg, [1.0; 3])
 }
 
+/// The paper's enforcement for the algorithm's feedback (§2.4.2): a window throttle
+/// starting at the algorithm's `W_0`, or a percentage throttle; double feed when the
+/// fairness is user-centric.
+fn throttle(cfg: &ControlConfig, se: u64) -> Throttle {
+    let initial_window = match cfg.algorithm {
+        Algorithm::WinDisc => Some(cfg.win_disc.initial_window),
+        Algorithm::WinCont => Some(cfg.win_cont.initial_window),
+        Algorithm::WinAuto => Some(cfg.win_auto.initial_window),
+        _ => None,
+    };
+    let kind = match cfg.algorithm {
+        Algorithm::WinDisc | Algorithm::WinCont | Algorithm::WinAuto => ThrottleKind::Window,
+        Algorithm::RateAbs | Algorithm::RateOcc => ThrottleKind::Percentage,
+        _ => ThrottleKind::None,
+    };
+    let spec = ThrottleSpec {
+        kind,
+        blocking: BlockingMode::Discard,
+        hold_limit: 50,
+        bucket_depth: 5,
+        initial_window,
+        probe_after: Some(Duration::from_secs(1)),
+        meter_interval: Duration::from_millis(100),
+        meter_smoothing_weight: 0.25,
+        feed_forward: cfg.fairness == sluice_control::Fairness::UserCentric,
+    };
+    Throttle::new(&spec, cfg.seed, se + 1, Time::ZERO).unwrap()
+}
+
 /// `loads`: each SE's offered sessions as a multiple of the RE's capacity.
 fn run_with(cfg: &ControlConfig, loads: [f64; 3]) -> Outcome {
     let seed = cfg.seed;
     let mut feedback = cfg.build_feedback_generator(Time::ZERO);
-    let mut admission = cfg.build_local_admission();
-    let mut throttles: Vec<_> = (0..3)
-        .map(|i| cfg.build_enforcer(i, Time::ZERO).unwrap())
-        .collect();
+    let mut admission = cfg.build_local_admission(Time::ZERO, QUEUE_LIMIT);
+    let mut throttles: Vec<_> = (0..3).map(|i| throttle(cfg, i)).collect();
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let mut queue: VecDeque<(MessageSummary, Time)> = VecDeque::new();
     // Follow-up messages by arrival time, then insertion order.

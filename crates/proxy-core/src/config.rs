@@ -5,11 +5,9 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
-use sluice_control::admission::{
-    LatencyBucketConfig, OccConfig, OhtaConfig, PiConfig, RedConfig, ThresholdConfig,
-};
-use sluice_control::{Algorithm, AnyLocalAdmission, ControlConfig};
-use sluice_time::Time;
+use sluice_control::ControlConfig;
+
+use crate::hop::OverloadConfig;
 
 /// Everything the proxy runs with. `sluice proxy --print-config` prints the effective one.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -32,15 +30,26 @@ pub struct ProxyConfig {
     pub invite_queue: bool,
     /// Capacity of the INVITE queue (`q_M`), INVITEs.
     pub invite_queue_capacity: usize,
+    /// With `invite_queue`: a retransmission of an INVITE that still waits in the INVITE
+    /// queue is dropped at the receive stage (counted), since the original's 100 Trying
+    /// will stop the retransmissions. `false` processes it like any INVITE, as Kamailio
+    /// and the papers' servers do (it costs `cost_forward_us` and the transaction layer
+    /// absorbs it).
+    pub drop_waiting_retransmissions: bool,
     /// Emulated processor time per fully processed INVITE (a forwarded call's INVITE; with
-    /// `cost_other_us` unset, every fully processed message), microseconds.
-    pub cost_forward_us: u64,
+    /// `cost_other_us` unset, every fully processed message), microseconds. 0 (with the
+    /// other costs 0): native speed, the processor is the machine's.
+    pub cost_forward_us: f64,
     /// Emulated processor time per rejected INVITE (its 503), microseconds.
-    pub cost_reject_us: u64,
+    pub cost_reject_us: f64,
     /// Emulated processor time per fully processed message other than an INVITE,
     /// microseconds. Unset: `cost_forward_us` (every message costs the same, the model of
     /// Shen et al.); 0 is De Cicco et al.'s model, where only INVITEs cost.
-    pub cost_other_us: Option<u64>,
+    pub cost_other_us: Option<f64>,
+    /// `d`, the share of the processor other processes take (De Cicco et al. eq. 1), in
+    /// `[0, 1)`: a job of `d × 10 ms` every 10 ms, served ahead of the queues. Emulated
+    /// processor only.
+    pub background_load: f64,
     /// Most transactions (client and server) held at once; requests beyond get 503, and new
     /// calls get 503 above 90 % of it (the rest is kept for the calls already admitted).
     /// A call leaves about 37 transaction-seconds behind (its BYE's server transaction
@@ -50,15 +59,23 @@ pub struct ProxyConfig {
     /// with 260,000 held (the transactions alone: `cargo bench -p sluice-txn --bench memory`).
     /// With 200,000 it answered 42 % of calls 503 at 12,000 calls/s for table headroom.
     pub max_transactions: usize,
+    /// RFC 3261's timer values for this proxy's transactions.
+    pub sip: SipTimers,
     /// Timer C (RFC 3261 §16.6 step 11): an INVITE branch with no final response this long
     /// after it was forwarded is CANCELled. "Greater than 3 minutes" in the RFC.
     pub timer_c_s: f64,
     /// Datagrams larger than this are dropped (and counted) before parsing.
     pub max_datagram: usize,
-    /// Receive-stage admission policy.
-    pub admission: AdmissionConfig,
+    /// Retry-After seconds on the 503 of a rejection; 0: no Retry-After header.
+    pub retry_after_s: u32,
+    /// The overload control algorithm and its tables: a local policy at the receive stage
+    /// (`none`, `threshold`, `ohta`, `occ`, `red`, `pi`, `latency-bucket`), or, with
+    /// `overload.role = "re"`, the feedback generator for upstream neighbours (`win-disc`,
+    /// `win-cont`, `win-auto`, `rate-abs`, `rate-occ`). `seed` seeds every random draw of
+    /// this proxy's controllers.
+    pub control: ControlConfig,
     /// Hop-by-hop overload control (RFC 7339/7415): `role = "re"` or `"se"`.
-    pub overload: crate::hop::OverloadConfig,
+    pub overload: OverloadConfig,
     /// HTTP address for `/metrics` and `/status`; unset: no admin endpoint.
     pub admin: Option<SocketAddr>,
     /// Socket buffer sizes asked of the kernel (SO_RCVBUF / SO_SNDBUF), bytes.
@@ -79,18 +96,79 @@ impl Default for ProxyConfig {
             queue_capacity: 500,
             invite_queue: false,
             invite_queue_capacity: 800,
-            cost_forward_us: 0,
-            cost_reject_us: 0,
+            drop_waiting_retransmissions: true,
+            cost_forward_us: 0.0,
+            cost_reject_us: 0.0,
             cost_other_us: None,
+            background_load: 0.0,
             max_transactions: 400_000,
+            sip: SipTimers::default(),
             timer_c_s: 181.0,
             max_datagram: 65_535,
-            admission: AdmissionConfig::default(),
-            overload: crate::hop::OverloadConfig::default(),
+            retry_after_s: 0,
+            control: ControlConfig::default(),
+            overload: OverloadConfig::default(),
             admin: None,
             socket_buffer: 4 << 20,
             shutdown_grace_s: 5.0,
             duration_s: None,
+        }
+    }
+}
+
+/// RFC 3261 timer values (§17.1.1.1, Table 4), milliseconds.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SipTimers {
+    /// T1, the round-trip estimate: 500 ms.
+    pub t1_ms: f64,
+    /// T2, the longest interval between non-INVITE retransmissions: 4 s.
+    pub t2_ms: f64,
+    /// T4, how long a message stays in the network: 5 s.
+    pub t4_ms: f64,
+}
+
+impl Default for SipTimers {
+    fn default() -> Self {
+        Self {
+            t1_ms: 500.0,
+            t2_ms: 4000.0,
+            t4_ms: 5000.0,
+        }
+    }
+}
+
+impl SipTimers {
+    /// Each value positive and at most 10^7 ms, and T2 not below T1; the message names
+    /// the field.
+    pub fn validate(&self) -> Result<(), String> {
+        for (name, v) in [
+            ("t1_ms", self.t1_ms),
+            ("t2_ms", self.t2_ms),
+            ("t4_ms", self.t4_ms),
+        ] {
+            if !(v.is_finite() && v > 0.0 && v <= 1.0e7) {
+                return Err(format!("{name} must be a number in (0, 1e7], got {v}"));
+            }
+        }
+        if self.t2_ms < self.t1_ms {
+            return Err(format!(
+                "t2_ms ({}) must not be below t1_ms ({})",
+                self.t2_ms, self.t1_ms
+            ));
+        }
+        Ok(())
+    }
+
+    /// A transaction layer configuration with these timers.
+    pub fn txn_config(&self, max_transactions: usize) -> sluice_txn::Config {
+        let ms = |v: f64| Duration::from_nanos((v * 1.0e6).round() as u64);
+        sluice_txn::Config {
+            t1: ms(self.t1_ms),
+            t2: ms(self.t2_ms),
+            t4: ms(self.t4_ms),
+            max_transactions,
+            ..sluice_txn::Config::default()
         }
     }
 }
@@ -108,53 +186,10 @@ pub struct RouteRule {
     pub next_hop: SocketAddr,
 }
 
-/// The receive-stage admission policy: one of the `sluice_control` local policies that
-/// decide per arrival (`none`, `threshold`, `ohta`, `occ`, `red`, `latency-bucket`), with
-/// their parameters, or `pi`, which drains the INVITE queue (`invite_queue = true`) itself.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct AdmissionConfig {
-    pub policy: Algorithm,
-    /// Retry-After seconds on the 503 of a rejection; 0: no Retry-After header.
-    pub retry_after_s: u32,
-    pub threshold: ThresholdConfig,
-    pub ohta: OhtaConfig,
-    pub occ: OccConfig,
-    pub red: RedConfig,
-    pub pi: PiConfig,
-    pub latency_bucket: LatencyBucketConfig,
-}
-
-impl Default for AdmissionConfig {
-    fn default() -> Self {
-        Self {
-            policy: Algorithm::None,
-            retry_after_s: 0,
-            threshold: ThresholdConfig::default(),
-            ohta: OhtaConfig::default(),
-            occ: OccConfig::default(),
-            red: RedConfig::default(),
-            pi: PiConfig::default(),
-            latency_bucket: LatencyBucketConfig::default(),
-        }
-    }
-}
-
-impl AdmissionConfig {
-    /// Builds the policy with its timers starting at `now`.
-    pub fn build(&self, now: Time) -> AnyLocalAdmission {
-        ControlConfig {
-            algorithm: self.policy,
-            threshold: self.threshold.clone(),
-            ohta: self.ohta.clone(),
-            occ: self.occ.clone(),
-            red: self.red.clone(),
-            pi: self.pi.clone(),
-            latency_bucket: self.latency_bucket.clone(),
-            ..ControlConfig::default()
-        }
-        .build_local_admission_at(now)
-    }
+/// Microseconds (non-negative, finite: checked by `validate`) as a duration, to the
+/// nanosecond.
+fn micros(us: f64) -> Duration {
+    Duration::from_nanos((us * 1000.0).round().max(0.0) as u64)
 }
 
 /// A configuration the proxy cannot run with.
@@ -205,8 +240,11 @@ impl ProxyConfig {
     pub fn validate(&self) -> Result<(), ConfigError> {
         let bad = |m: String| Err(ConfigError::Invalid(m));
         self.overload
-            .validate(self.admission.retry_after_s)
+            .validate(&self.control, self.retry_after_s)
             .map_err(ConfigError::Invalid)?;
+        self.sip
+            .validate()
+            .map_err(|e| ConfigError::Invalid(format!("sip.{e}")))?;
         if self.queue_capacity == 0 {
             return bad("queue_capacity must be at least 1".into());
         }
@@ -236,17 +274,42 @@ impl ProxyConfig {
                 return bad(format!("duration_s must be a positive number, not {d}"));
             }
         }
-        if !self.admission.policy.is_local() {
+        let costs = [
+            ("cost_forward_us", Some(self.cost_forward_us)),
+            ("cost_reject_us", Some(self.cost_reject_us)),
+            ("cost_other_us", self.cost_other_us),
+        ];
+        for (name, cost) in costs {
+            if let Some(c) = cost {
+                if !(c.is_finite() && (0.0..=1.0e9).contains(&c)) {
+                    return bad(format!(
+                        "{name} must be between 0 and 1e9 microseconds, not {c}"
+                    ));
+                }
+            }
+        }
+        if !(self.background_load.is_finite() && (0.0..1.0).contains(&self.background_load)) {
             return bad(format!(
-                "admission policy {} is not available in the proxy yet (use none, threshold, \
-                 ohta, occ, red, pi or latency-bucket)",
-                self.admission.policy
+                "background_load must be in [0, 1), not {}",
+                self.background_load
             ));
         }
-        if self.admission.policy.drains_invite_queue() && !self.invite_queue {
+        if self.background_load > 0.0 && self.native_speed() {
+            return bad("background_load needs an emulated processor (set the costs)".into());
+        }
+        if self.control.algorithm.drains_invite_queue() && !self.invite_queue {
             return bad(format!(
-                "admission policy {} drains the INVITE queue: set invite_queue = true",
-                self.admission.policy
+                "control algorithm {} drains the INVITE queue: set invite_queue = true",
+                self.control.algorithm
+            ));
+        }
+        if self.control.algorithm == sluice_control::Algorithm::Threshold
+            && self.control.threshold.high_watermark > self.queue_capacity
+        {
+            return bad(format!(
+                "control.threshold.high_watermark ({}) exceeds queue_capacity ({}): it would \
+                 never trigger",
+                self.control.threshold.high_watermark, self.queue_capacity
             ));
         }
         if self.invite_queue && self.invite_queue_capacity == 0 {
@@ -286,23 +349,35 @@ impl ProxyConfig {
     }
 
     pub fn cost_forward(&self) -> Duration {
-        Duration::from_micros(self.cost_forward_us)
+        micros(self.cost_forward_us)
     }
 
     pub fn cost_reject(&self) -> Duration {
-        Duration::from_micros(self.cost_reject_us)
+        micros(self.cost_reject_us)
     }
 
     pub fn cost_other(&self) -> Duration {
-        Duration::from_micros(self.cost_other_us.unwrap_or(self.cost_forward_us))
+        micros(self.cost_other_us.unwrap_or(self.cost_forward_us))
+    }
+
+    /// No emulated cost: the processor is the machine's own.
+    pub fn native_speed(&self) -> bool {
+        self.cost_forward().is_zero() && self.cost_reject().is_zero() && self.cost_other().is_zero()
+    }
+
+    /// The emulated processor's capacity in calls per second for calls of one INVITE and
+    /// `others` other messages through this proxy (`None` at native speed).
+    pub fn emulated_capacity_cps(&self, others: f64) -> Option<f64> {
+        let call = self.cost_forward().as_secs_f64() + others * self.cost_other().as_secs_f64();
+        (call > 0.0).then(|| 1.0 / call)
     }
 
     /// De Cicco et al.'s `β` as the emulated costs set it: the processor time of a
     /// forwarded call over that of a rejected one (`None` if either is zero). A forwarded
     /// call costs its INVITE and `others_forwarded` other messages (6 for a call through
     /// this proxy from `sluice load`: 100, 180, 200, ACK, BYE and its 200); a rejected call
-    /// costs the 503 and `others_rejected` (0: the ACK for a stateless rejection is
-    /// absorbed at the receive stage, for free).
+    /// costs the 503 and `others_rejected` (1: the ACK for the stateless rejection, which
+    /// the processor ends at an ordinary message's cost).
     pub fn emulated_beta(&self, others_forwarded: f64, others_rejected: f64) -> Option<f64> {
         let other = self.cost_other().as_secs_f64();
         let forward = self.cost_forward().as_secs_f64() + others_forwarded * other;

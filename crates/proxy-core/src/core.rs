@@ -13,20 +13,19 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use sluice_control::admission::DrainController;
+use sluice_control::overload::OcVerdict;
 use sluice_control::{
     AdmissionVerdict, AnyLocalAdmission, Completion, LocalAdmission, MessageClass, MessageSummary,
-    QueueOccupancy,
+    QueueOccupancy, ReceiverMetrics, RequestId,
 };
 use sluice_sip::edit::{self, RequestEdits, ResponseEdits};
 use sluice_sip::{HeaderName, Host, Limits, Message, Method, NameAddr, Uri};
 use sluice_time::Time;
-use sluice_txn::{
-    ClientTxId, Config as TxnConfig, Event, Origin, Peer, Received, ServerTxId, TransactionLayer,
-    TxId,
-};
+use sluice_txn::{ClientTxId, Event, Origin, Peer, Received, ServerTxId, TransactionLayer, TxId};
 
 use crate::config::ProxyConfig;
 use crate::invites::{self, InviteMemory, Sighting};
+use crate::record::{Processed, Record};
 use crate::transmit::Transmit;
 
 /// Every branch this proxy writes starts with this, so that a response or stray 2xx can be
@@ -34,8 +33,8 @@ use crate::transmit::Transmit;
 const BRANCH_PREFIX: &str = "z9hG4bKsl";
 
 /// The To tag of the 503s the admission policy's rejections are answered with, statelessly
-/// (no transaction), so that the ACK for one can be recognised and absorbed at the receive
-/// stage, as Kamailio's `sl` module does with its own tag.
+/// (no transaction), so that the ACK for one can be recognised and ended without a
+/// transaction lookup, as Kamailio's `sl` module does with its own tag.
 const REJECT_TAG: &str = "sl-rej";
 
 /// Message kinds counted in and out, by request method or response class.
@@ -103,7 +102,7 @@ pub struct CoreStats {
     pub dropped_queue_full: u64,
     /// Of `dropped_queue_full`, INVITEs dropped at a full INVITE queue.
     pub dropped_invite_queue_full: u64,
-    /// ACKs for the stateless rejection 503s, absorbed at the receive stage.
+    /// ACKs for the stateless rejection 503s, ended by the processor.
     pub absorbed_reject_acks: u64,
     /// Retransmitted INVITEs of rejected calls, rejected again the same way.
     pub rejected_repeats: u64,
@@ -158,6 +157,11 @@ pub struct CoreStats {
     pub queue_peak: usize,
     /// Gauge: transactions in the table.
     pub transactions: usize,
+    /// Gauge: sessions held by the SE's clients in keep mode.
+    pub held: usize,
+    /// Initial INVITEs taken for new sessions without being remembered, because the
+    /// memory of initial INVITEs was full (a retransmission of one may be taken for new).
+    pub invite_memory_full: u64,
     /// Gauge: proxied requests still waiting for a final response.
     pub pending_requests: usize,
     /// Gauge: processor busy fraction over the last complete one-second window.
@@ -197,6 +201,32 @@ struct Queued {
     to_tag: bool,
     /// An initial INVITE's key in the INVITE memory, to remember a rejection.
     invite_key: Option<u64>,
+    /// The driver marked it as a retransmission (see `handle_datagram_marked`).
+    retransmission: bool,
+    /// SE in keep mode: the next hop's client holds this session until it releases it.
+    hold: Option<HoldKey>,
+    /// The ACK for one of this proxy's stateless rejections: the processor only counts it.
+    absorb: bool,
+}
+
+/// A held session: the next hop whose client holds it, and the client's id for it.
+type HoldKey = (SocketAddr, RequestId);
+
+/// Where a held session is (keep mode, Shen et al. §2.4.2).
+// At most a hold limit of them per next hop: boxing the waiting request would buy nothing.
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug)]
+enum Held {
+    /// Still in the FIFO: the processor has not taken it yet.
+    Queued,
+    /// Released before the processor took it: forward it when it does.
+    Released,
+    /// Taken by the processor (its 100 Trying sent), waiting for the release.
+    Waiting {
+        server: ServerTxId,
+        request: Message,
+        from: SocketAddr,
+    },
 }
 
 /// A proxied request: the server transaction it arrived on and the client transaction that
@@ -267,6 +297,8 @@ pub struct ProxyCore {
     queue_capacity: usize,
     /// `invite_queue = true`: admitted INVITEs wait here, behind everything in `queue`.
     split: bool,
+    /// Retransmissions of INVITEs waiting in the INVITE queue end at the receive stage.
+    drop_waiting_repeats: bool,
     invite_queue: VecDeque<Queued>,
     invite_queue_capacity: usize,
     in_service: Option<InService>,
@@ -301,7 +333,17 @@ pub struct ProxyCore {
     out: VecDeque<Transmit>,
     draining: bool,
     stats: CoreStats,
+    /// Sessions held by the SE's clients in keep mode, bounded by their hold limits.
+    held: HashMap<HoldKey, Held>,
+    /// Other processes' load: a job of `background_cost` due at `background_at`, then
+    /// every [`BACKGROUND_PERIOD`].
+    background_cost: Duration,
+    background_at: Option<Time>,
+    /// What the processor did, for a driver that asked (`enable_records`).
+    records: Option<VecDeque<Record>>,
     // Per message in the processor.
+    cur_retransmission: bool,
+    cur_hold: Option<HoldKey>,
     cur_reject: bool,
     cur_accepted: bool,
     cur_to_tag: bool,
@@ -322,6 +364,10 @@ pub struct ProxyCore {
 
 /// How often the policy gets a native CPU sample: the PI's and OCC's 10 ms sampling.
 const NATIVE_CPU_SAMPLE: Duration = Duration::from_millis(10);
+
+/// The background job's period: the PI's sampling interval, fine enough that the CPU
+/// measurements see a steady `d`.
+const BACKGROUND_PERIOD: Duration = Duration::from_millis(10);
 
 impl std::fmt::Debug for ProxyCore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -382,17 +428,20 @@ impl ProxyCore {
         let me = config.advertised(local);
         let (me_host, me_port) = split_hostport(&me);
         let record_route = format!("<sip:{me};lr>").into_bytes();
+        let txn_config = config.sip.txn_config(config.max_transactions);
         ProxyCore {
-            txn: TransactionLayer::new(TxnConfig {
-                max_transactions: config.max_transactions,
-                ..TxnConfig::default()
-            }),
-            admission: Policy::Built(Box::new(config.admission.build(now))),
-            invites: InviteMemory::new(TxnConfig::default().t1_x64(), 1 << 20),
-            hop: crate::hop::Hop::new(&config.overload, config.next_hop, now),
+            txn: TransactionLayer::new(txn_config),
+            admission: Policy::Built(Box::new(
+                config
+                    .control
+                    .build_local_admission(now, config.invite_queue_capacity),
+            )),
+            invites: InviteMemory::new(txn_config.t1_x64(), 1 << 20),
+            hop: crate::hop::Hop::new(&config.overload, &config.control, config.next_hop, now),
             queue: VecDeque::with_capacity(config.queue_capacity.min(1 << 16)),
             queue_capacity: config.queue_capacity,
             split: config.invite_queue,
+            drop_waiting_repeats: config.drop_waiting_retransmissions,
             invite_queue: VecDeque::new(),
             invite_queue_capacity: config.invite_queue_capacity,
             in_service: None,
@@ -404,7 +453,7 @@ impl ProxyCore {
             cost_other: config.cost_other(),
             busy_until: now,
             max_datagram: config.max_datagram,
-            retry_after: config.admission.retry_after_s,
+            retry_after: config.retry_after_s,
             next_hop: config.next_hop,
             routes: config.routes.clone(),
             me_host,
@@ -415,21 +464,27 @@ impl ProxyCore {
             links: HashMap::new(),
             timer_c: VecDeque::new(),
             timer_c_duration: config.timer_c(),
-            t1_x64: TxnConfig::default().t1_x64(),
+            t1_x64: txn_config.t1_x64(),
             by_server: HashMap::new(),
             branch_counter: 0,
             via_buf: Vec::with_capacity(128),
             out: VecDeque::new(),
             draining: false,
             stats: CoreStats::default(),
+            held: HashMap::new(),
+            background_cost: Duration::from_secs_f64(
+                config.background_load * BACKGROUND_PERIOD.as_secs_f64(),
+            ),
+            background_at: (config.background_load > 0.0).then_some(now),
+            records: None,
+            cur_retransmission: false,
+            cur_hold: None,
             cur_reject: false,
             cur_accepted: false,
             cur_to_tag: false,
             window_start: now,
             window_busy: Duration::ZERO,
-            native_speed: config.cost_forward().is_zero()
-                && config.cost_reject().is_zero()
-                && config.cost_other().is_zero(),
+            native_speed: config.native_speed(),
             cpu_sample_start: now,
             cpu_sample_busy: Duration::ZERO,
             cpu_sample_processed: 0,
@@ -446,6 +501,20 @@ impl ProxyCore {
 
     /// A datagram arrived from `from`: the cheap admission parse and the admission decision.
     pub fn handle_datagram(&mut self, now: Time, payload: Bytes, from: SocketAddr) {
+        self.handle_datagram_marked(now, payload, from, false);
+    }
+
+    /// As [`handle_datagram`](Self::handle_datagram), for a driver that knows the datagram
+    /// repeats an earlier one (the simulator's senders mark their timers' copies): what
+    /// the processor relays statelessly because of it carries the mark on in
+    /// [`Transmit::retransmission`]. The proxy's decisions do not depend on it.
+    pub fn handle_datagram_marked(
+        &mut self,
+        now: Time,
+        payload: Bytes,
+        from: SocketAddr,
+        retransmission: bool,
+    ) {
         self.stats.datagrams_in += 1;
         self.stats.bytes_in += payload.len() as u64;
         self.stats.in_by_kind.count(&payload);
@@ -468,12 +537,11 @@ impl ProxyCore {
         } else {
             (false, false)
         };
-        if reject_tag && msg.method() == Some(&Method::Ack) {
-            // The ACK for a stateless rejection: nothing waits for it (§17.2.1's ACK matters
-            // only to a transaction, and a rejection has none).
-            self.stats.absorbed_reject_acks += 1;
-            return;
-        }
+        // The ACK for a stateless rejection: nothing waits for it (§17.2.1's ACK matters
+        // only to a transaction, and a rejection has none), so the processor ends it. It
+        // still goes through the queue at an ordinary message's cost, as every message does
+        // in the papers' cost model: a rejected call costs its 503 and this ACK.
+        let absorb = reject_tag && msg.method() == Some(&Method::Ack);
         // A retransmitted initial INVITE is not a new session: it must not be rejected while
         // its original waits in the queue (and one whose call was rejected gets the same 503).
         let invite_key = (msg.method() == Some(&Method::Invite) && !to_tag).then(|| {
@@ -486,7 +554,7 @@ impl ProxyCore {
         if sighting != Sighting::First {
             self.stats.repeated_invites += 1;
         }
-        if sighting == Sighting::RepeatWaiting && self.split {
+        if sighting == Sighting::RepeatWaiting && self.split && self.drop_waiting_repeats {
             self.stats.dropped_repeats_waiting += 1;
             return;
         }
@@ -502,13 +570,25 @@ impl ProxyCore {
             branch.starts_with(BRANCH_PREFIX.as_bytes())
         });
         // SE: RFC 7339 reduction towards the next hop, here at the cheap path; in-dialog
-        // requests are exempt, so only out-of-dialog ones are offered.
-        let hop_reject = msg.is_request() && !to_tag && self.hop.is_se() && {
-            // Routing reads the processor's in-dialog flag: this request has no To tag.
-            self.cur_to_tag = false;
-            self.route(&msg)
-                .is_ok_and(|(dest, _)| self.hop.reduce(now, &msg, dest))
-        };
+        // requests are exempt, so only out-of-dialog ones are offered, and a retransmitted
+        // INVITE was offered as its original.
+        let mut hold = None;
+        let hop_reject =
+            msg.is_request() && !to_tag && sighting == Sighting::First && self.hop.is_se() && {
+                // Routing reads the processor's in-dialog flag: this request has no To tag.
+                self.cur_to_tag = false;
+                match self.route(&msg) {
+                    Ok((dest, _)) => match self.hop.reduce(now, &msg, dest) {
+                        OcVerdict::Forward => false,
+                        OcVerdict::Reject => true,
+                        OcVerdict::Hold(id) => {
+                            hold = Some((dest, id));
+                            false
+                        }
+                    },
+                    Err(_) => false,
+                }
+            };
         // In the split structure the policies watch the INVITE queue, as in the simulator.
         let watched = if self.split {
             self.invite_queue.len()
@@ -556,9 +636,12 @@ impl ProxyCore {
             self.run_processor(now);
             if full(self) {
                 self.stats.dropped_queue_full += 1;
+                self.record(|| Record::Dropped { at: now });
                 if let (Some(k), Sighting::First) = (invite_key, sighting) {
                     self.invites.forget(k);
                 }
+                // The client's hold slot goes back when it releases the session; nothing
+                // is left to send then.
                 if to_invite_queue {
                     self.stats.dropped_invite_queue_full += 1;
                 }
@@ -568,6 +651,9 @@ impl ProxyCore {
         if !reject {
             self.stats.admitted += 1;
         }
+        if let Some(key) = hold {
+            self.held.insert(key, Held::Queued);
+        }
         let queued = Queued {
             msg,
             from,
@@ -576,6 +662,9 @@ impl ProxyCore {
             reject,
             to_tag,
             invite_key,
+            retransmission,
+            hold,
+            absorb,
         };
         if to_invite_queue {
             self.occupancy_now.invites += 1;
@@ -596,6 +685,52 @@ impl ProxyCore {
             .max(self.queue.len() + self.invite_queue.len());
         self.hop.on_queue(now, self.occupancy_now);
         self.admission.get().on_queue(now, self.occupancy_now);
+        self.record_queue(now);
+        self.release_held(now);
+    }
+
+    /// Asks for a [`Record`] of everything the processor does, from now on.
+    pub fn enable_records(&mut self) {
+        self.records.get_or_insert_with(VecDeque::new);
+    }
+
+    /// The next [`Record`], if records are enabled.
+    pub fn poll_record(&mut self) -> Option<Record> {
+        self.records.as_mut()?.pop_front()
+    }
+
+    fn record(&mut self, record: impl FnOnce() -> Record) {
+        if let Some(r) = self.records.as_mut() {
+            r.push_back(record());
+        }
+    }
+
+    fn record_queue(&mut self, at: Time) {
+        let waiting = self.queue.len() + self.invite_queue.len();
+        self.record(|| Record::Queue { at, waiting });
+    }
+
+    /// SE in keep mode: forwards what the next hops' clients let go.
+    fn release_held(&mut self, now: Time) {
+        while let Some(key) = self.hop.poll_release() {
+            match self.held.remove(&key) {
+                Some(Held::Queued) => {
+                    self.held.insert(key, Held::Released);
+                }
+                Some(Held::Waiting {
+                    server,
+                    request,
+                    from,
+                }) => {
+                    self.cur_to_tag = false;
+                    self.cur_retransmission = false;
+                    self.forward(now, server, &request, from, true);
+                    self.drain_txn(now);
+                }
+                // Dropped at a full queue, or cancelled while held.
+                Some(Held::Released) | None => {}
+            }
+        }
     }
 
     /// More than 90 % of the transaction table is in use: non-INVITE server transactions
@@ -648,6 +783,7 @@ impl ProxyCore {
 
     /// Runs the processor up to `now` and fires due timers.
     pub fn handle_timeout(&mut self, now: Time) {
+        self.release_held(now);
         self.txn.handle_timeout(now);
         self.hop.handle_timeout(now);
         self.drain_txn(now);
@@ -660,6 +796,7 @@ impl ProxyCore {
         }
         self.run_processor(now);
         self.fire_timer_c(now);
+        self.release_held(now);
         self.roll_window(now);
     }
 
@@ -709,6 +846,8 @@ impl ProxyCore {
     pub fn poll_timeout(&mut self) -> Option<Time> {
         let head = if let Some(s) = &self.in_service {
             Some(s.done)
+        } else if let Some(start) = self.background_first() {
+            Some(start + self.background_cost)
         } else if let Some(q) = self.queue.front() {
             Some(self.completion_of(q))
         } else if let Some(q) = self.invite_queue.front() {
@@ -766,7 +905,15 @@ impl ProxyCore {
         s.pending_requests = self.links.values().filter(|l| !l.final_relayed).count();
         s.txn = *self.txn.stats();
         s.hop = self.hop.stats();
+        s.invite_memory_full = self.invites.full;
+        s.held = self.held.len();
         s
+    }
+
+    /// As a receiving entity: the feedback generator's estimates (service rate, sessions,
+    /// its control value), for time series.
+    pub fn feedback_metrics(&self) -> Option<ReceiverMetrics> {
+        self.hop.feedback_metrics()
     }
 
     /// Replaces the receive-stage admission policy (the configured one is built from
@@ -823,6 +970,14 @@ impl ProxyCore {
                 if let Some(InService { q, start, cost, .. }) = self.in_service.take() {
                     self.complete(now, q, start, cost);
                 }
+                continue;
+            }
+            if let Some(start) = self.background_first() {
+                let done = start + self.background_cost;
+                if done > now {
+                    break;
+                }
+                self.run_background(now, start, done);
                 continue;
             }
             if let Some(head) = self.queue.front() {
@@ -896,7 +1051,44 @@ impl ProxyCore {
         if changed {
             self.hop.on_queue(now, self.occupancy_now);
             self.admission.get().on_queue(now, self.occupancy_now);
+            self.record_queue(now);
         }
+    }
+
+    /// When the next background job starts, if it comes before the next message: a job
+    /// due while the processor is busy runs as soon as it is free, ahead of the queues.
+    fn background_first(&self) -> Option<Time> {
+        let start = self.busy_until.max(self.background_at?);
+        let head = self.queue.front().or_else(|| self.invite_queue.front());
+        match head {
+            Some(q) if self.busy_until.max(q.arrived) < start => None,
+            _ => Some(start),
+        }
+    }
+
+    /// One background job of other processes' load (De Cicco et al.'s `d`): the processor
+    /// is busy, the CPU measurements see it, the SIP logic does not. Ticks that pass while
+    /// it waits fold into it, so the next one is due at the first tick after it started.
+    fn run_background(&mut self, now: Time, start: Time, done: Time) {
+        let cost = self.background_cost;
+        self.busy_until = done;
+        let mut next = self.background_at.unwrap_or(start) + BACKGROUND_PERIOD;
+        while next <= start {
+            next += BACKGROUND_PERIOD;
+        }
+        self.background_at = Some(next);
+        self.stats.busy_virtual += cost;
+        self.window_busy += cost;
+        self.record(|| Record::Busy { start, end: done });
+        self.admission.get().on_processed(
+            now,
+            &Completion {
+                message: MessageSummary::other_request(None),
+                service_time: cost,
+                queueing_delay: Duration::ZERO,
+                session_accepted: false,
+            },
+        );
     }
 
     /// The end of one message's service: the full work, and the policy told.
@@ -905,6 +1097,26 @@ impl ProxyCore {
         self.window_busy += cost;
         let summary = q.summary;
         let queueing_delay = start.saturating_since(q.arrived);
+        if self.records.is_some() {
+            let processed = Processed {
+                call_id: q
+                    .msg
+                    .call_id()
+                    .map(|c| q.msg.as_bytes().slice_ref(c))
+                    .unwrap_or_default(),
+                status: q.msg.status(),
+                invite: summary.class == MessageClass::Invite,
+                session_start: summary.is_session_start(),
+                rejected: q.reject,
+                start,
+                queueing_delay,
+            };
+            self.record(|| Record::Busy {
+                start,
+                end: start + cost,
+            });
+            self.record(|| Record::Processed(processed));
+        }
         self.process(now, q);
         self.stats.processed += 1;
         // At native speed a message's service time is the shell's measured busy time per
@@ -928,13 +1140,20 @@ impl ProxyCore {
 
     /// The full work for one message.
     fn process(&mut self, now: Time, q: Queued) {
+        if q.absorb {
+            self.stats.absorbed_reject_acks += 1;
+            return;
+        }
         if q.reject && !q.to_tag && q.msg.method() == Some(&Method::Invite) {
+            self.cur_retransmission = q.retransmission;
             self.reject_stateless(&q);
+            self.cur_retransmission = false;
             return;
         }
         self.cur_reject = q.reject;
         self.cur_accepted = false;
         self.cur_to_tag = q.to_tag;
+        self.cur_retransmission = q.retransmission;
         let msg = q.msg;
         // Requests are validated in full (§16.3) before anything is forwarded. Responses are
         // relayed with the fields the admission parse checked (Via branch, CSeq): validating
@@ -947,21 +1166,34 @@ impl ProxyCore {
                 let bad = edit::response_to(&msg, 400).build();
                 self.send_stateless(q.from, bad);
             }
+            self.cur_retransmission = false;
+            if let Some(key) = q.hold {
+                self.held.remove(&key);
+            }
             return;
         }
+        self.cur_hold = q.hold;
         let received = self.txn.handle_message(now, msg, Peer::udp(q.from));
         if received == Received::Malformed {
             self.stats.invalid += 1;
         }
         self.drain_txn(now);
+        // A held session the transaction user never saw (refused, absorbed) holds nothing.
+        if let Some(key) = self.cur_hold.take() {
+            if !matches!(self.held.get(&key), Some(Held::Waiting { .. })) {
+                self.held.remove(&key);
+            }
+        }
         self.cur_reject = false;
+        self.cur_retransmission = false;
     }
 
     /// A rejection is answered without a transaction (RFC 3261 §8.2.7's stateless UAS
     /// behaviour, as Kamailio's `sl_send_reply`): a 503 with our rejection To tag, sent back
     /// to where the INVITE came from (its source address, as `rport` would have it). A
-    /// retransmitted INVITE is rejected again the same way, and the ACK is absorbed at the
-    /// receive stage, so a rejected call costs two cheap steps and leaves no state.
+    /// retransmitted INVITE is rejected again the same way, and the processor ends the ACK
+    /// without a transaction, so a rejected call costs the 503 and the ACK and leaves no
+    /// state.
     fn reject_stateless(&mut self, q: &Queued) {
         if q.msg.top_via().is_err() || q.msg.header(HeaderName::CallId).is_none() {
             self.stats.invalid += 1;
@@ -982,6 +1214,7 @@ impl ProxyCore {
                     to: t.to.addr,
                     payload: t.payload,
                     origin: Some(t.origin),
+                    retransmission: t.retransmission,
                 });
             }
             let Some(event) = self.txn.poll_event() else {
@@ -996,6 +1229,7 @@ impl ProxyCore {
             to,
             payload,
             origin: None,
+            retransmission: self.cur_retransmission,
         });
     }
 
@@ -1096,6 +1330,9 @@ impl ProxyCore {
                             link.cancel_pending = true;
                         }
                     }
+                } else if let Some(invite) = self.take_held(invite_server) {
+                    // Held, never forwarded: the INVITE ends here (§16.10's 487).
+                    self.respond(now, invite_server, &invite, 487);
                 }
                 return;
             }
@@ -1111,7 +1348,33 @@ impl ProxyCore {
             // §16.2: a stateful proxy sends 100 Trying once it decides to proxy an INVITE.
             self.stats.trying_sent += 1;
             self.respond(now, tx, request, 100);
+            // Keep mode: the caller has its 100 Trying; the INVITE waits for its release.
+            if let Some(key) = self.cur_hold.take() {
+                if let Some(held) = self.held.get_mut(&key) {
+                    if matches!(held, Held::Queued) {
+                        *held = Held::Waiting {
+                            server: tx,
+                            request: request.clone(),
+                            from,
+                        };
+                        return;
+                    }
+                    self.held.remove(&key);
+                }
+            }
         }
+        self.forward(now, tx, request, from, invite);
+    }
+
+    /// Routes a request and sends it on a new client transaction (§16.6).
+    fn forward(
+        &mut self,
+        now: Time,
+        tx: ServerTxId,
+        request: &Message,
+        from: SocketAddr,
+        invite: bool,
+    ) {
         let (dest, pop_route) = match self.route(request) {
             Ok(r) => r,
             Err(RouteError::NoRoute) => {
@@ -1127,8 +1390,8 @@ impl ProxyCore {
         };
         self.branch_counter += 1;
         let branch = format!("{BRANCH_PREFIX}{:x}", self.branch_counter);
-        let dialog_creating =
-            matches!(method, Some(Method::Invite | Method::Subscribe)) && !self.cur_to_tag;
+        let dialog_creating = matches!(request.method(), Some(Method::Invite | Method::Subscribe))
+            && !self.cur_to_tag;
         let bytes = self.edit_request(
             request,
             from,
@@ -1166,6 +1429,19 @@ impl ProxyCore {
         } else {
             self.stats.refused_table_full += 1;
             self.respond(now, tx, request, 503);
+        }
+    }
+
+    /// Removes a held INVITE waiting on `server` (at most `hold_limit` per next hop).
+    fn take_held(&mut self, server: ServerTxId) -> Option<Message> {
+        let key = *self
+            .held
+            .iter()
+            .find(|(_, h)| matches!(h, Held::Waiting { server: s, .. } if *s == server))?
+            .0;
+        match self.held.remove(&key) {
+            Some(Held::Waiting { request, .. }) => Some(request),
+            _ => None,
         }
     }
 

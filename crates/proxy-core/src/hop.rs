@@ -3,8 +3,8 @@
 //! and output, and this module drives `sluice_control`'s overload client and server.
 //!
 //! * `role = "re"`: the proxy computes feedback for its configured upstream `neighbours`
-//!   with one of Shen et al.'s generators (`[overload.control]`, e.g. `algorithm =
-//!   "rate-abs"`), fed from the receive stage (`on_arrival`), the queue (`on_queue`) and
+//!   with one of Shen et al.'s generators (`[control]`, e.g. `algorithm = "rate-abs"`),
+//!   fed from the receive stage (`on_arrival`), the queue (`on_queue`) and
 //!   the processor (`on_processed`). Every response leaving for a configured neighbour
 //!   whose top Via carries `oc` (the neighbour declared support) gets `oc`, `oc-algo`,
 //!   `oc-validity` and `oc-seq` on that Via: relayed responses, the proxy's own 100 and
@@ -17,19 +17,18 @@
 //!   the proxy pushes declares support (`;oc;oc-algo="…"`); the parameters of the proxy's
 //!   own Via in responses from that hop (only from that address) are applied.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
 
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
-use sluice_control::overload::OcAlgorithm;
 use sluice_control::overload::{
     is_sos_urn, OcClient, OcClientConfig, OcClientStats, OcResponse, OcSequence, OcServer,
     OcServerConfig, OcServerStats, OcVerdict, RequestMethod, RequestTraits, FEED_FORWARD_PARAM,
 };
 use sluice_control::{
     Algorithm, AnyFeedbackGenerator, Completion, ControlConfig, FeedbackGenerator, MessageSummary,
-    NeighbourId, QueueOccupancy,
+    NeighbourId, QueueOccupancy, ReceiverMetrics, RequestId,
 };
 use sluice_sip::edit::{self, ResponseEdits};
 use sluice_sip::{HeaderName, Message, Method, NameAddr, Oc};
@@ -53,11 +52,11 @@ pub enum HopRole {
 /// `[overload]`: hop-by-hop overload control.
 ///
 /// ```toml
+/// [control]
+/// algorithm = "rate-abs"       # win-disc | win-cont | win-auto | rate-abs | rate-occ
 /// [overload]
 /// role = "re"
 /// neighbours = ["127.0.0.1:5061", "127.0.0.1:5062"]   # upstream SEs, by IP and port
-/// [overload.control]
-/// algorithm = "rate-abs"       # win-disc | win-cont | win-auto | rate-abs | rate-occ
 /// [overload.server]
 /// validity_ms = 500
 /// ```
@@ -67,7 +66,7 @@ pub enum HopRole {
 /// role = "se"
 /// next_hops = ["127.0.0.1:5080"]   # default: next_hop
 /// [overload.client]
-/// algorithms = ["rate", "loss"]
+/// algorithms = ["rate", "loss"]    # or "sluicerate", "sluicewin": Shen et al.'s enforcement
 /// ```
 ///
 /// Interop: Kamailio 5.6's Via parser splits a quoted `oc-algo="loss,rate"` at the comma and
@@ -79,33 +78,43 @@ pub enum HopRole {
 pub struct OverloadConfig {
     pub role: HopRole,
     /// RE: the upstream neighbours feedback is computed for; the position is the
-    /// neighbour's id. Anyone else gets no feedback.
+    /// neighbour's id. Anyone else gets no feedback. The algorithm is the proxy's
+    /// `[control]`.
     pub neighbours: Vec<SocketAddr>,
-    /// RE: the feedback algorithm and its parameters (the simulator's control table).
-    pub control: ControlConfig,
     /// RE: the RFC 7339 server. An unchanged `supported` list is narrowed to what the
-    /// algorithm can express (windows: `sluicewin`; rate-abs: `rate`, `loss`; rate-occ:
-    /// `loss`, `rate`). `epoch_secs` 0: the shell fills in the wall clock at start.
+    /// algorithm can express (windows: `sluicewin`; rate-abs: `sluicerate`, `rate`,
+    /// `loss`; rate-occ: `loss`, `rate`). `epoch_secs` 0: the shell fills in the wall clock
+    /// at start.
     pub server: OcServerConfig,
     /// SE: the next hops whose feedback is enforced; empty: the proxy's `next_hop`.
     pub next_hops: Vec<SocketAddr>,
-    /// SE: the RFC 7339 client, one per next hop.
+    /// SE: the RFC 7339 client, one per next hop; its random draws (loss lottery, rate
+    /// start, percentage throttle) come from `control.seed`, one stream per next hop.
     pub client: OcClientConfig,
-    /// Seed of the clients' random draws (loss lottery, rate start randomisation).
-    pub seed: u64,
 }
 
 impl OverloadConfig {
-    /// Checks what serde cannot; `retry_after_s` is the proxy's 503 Retry-After.
-    pub fn validate(&self, retry_after_s: u32) -> Result<(), String> {
+    /// Checks what serde cannot; `control` is the proxy's algorithm, `retry_after_s` its
+    /// 503 Retry-After.
+    pub fn validate(&self, control: &ControlConfig, retry_after_s: u32) -> Result<(), String> {
+        self.client
+            .validate()
+            .map_err(|e| format!("overload.client: {e}"))?;
+        if self.role != HopRole::Re && !control.algorithm.is_local() {
+            return Err(format!(
+                "control algorithm {} computes feedback for upstream neighbours: set \
+                 overload.role = \"re\" and overload.neighbours",
+                control.algorithm
+            ));
+        }
         match self.role {
             HopRole::None => Ok(()),
             HopRole::Re => {
-                if self.control.algorithm.is_local() {
+                if control.algorithm.is_local() {
                     return Err(format!(
                         "overload role re needs a feedback algorithm (win-disc, win-cont, \
                          win-auto, rate-abs, rate-occ), not {}",
-                        self.control.algorithm
+                        control.algorithm
                     ));
                 }
                 if self.neighbours.is_empty() {
@@ -132,14 +141,10 @@ impl OverloadConfig {
         }
     }
 
-    fn server_config(&self) -> OcServerConfig {
+    fn server_config(&self, algorithm: Algorithm) -> OcServerConfig {
         let mut server = self.server.clone();
         if server.supported == OcServerConfig::default().supported {
-            server.supported = match self.control.algorithm {
-                Algorithm::RateAbs => vec![OcAlgorithm::Rate, OcAlgorithm::Loss],
-                Algorithm::RateOcc => vec![OcAlgorithm::Loss, OcAlgorithm::Rate],
-                _ => vec![OcAlgorithm::SluiceWindow],
-            };
+            server.supported = algorithm.wire_algorithms().to_vec();
         }
         server
     }
@@ -190,7 +195,8 @@ pub(crate) struct Hop {
     neighbours: HashMap<SocketAddr, NeighbourId>,
     generator: Option<AnyFeedbackGenerator>,
     server: Option<OcServer>,
-    clients: HashMap<SocketAddr, OcClient>,
+    /// Ordered, so what several clients release goes out in the same order every run.
+    clients: BTreeMap<SocketAddr, OcClient>,
     /// The latest instant the core has seen; the output hook has none of its own.
     now: Time,
     stats: HopStats,
@@ -234,16 +240,24 @@ fn sum_client_stats(total: &mut OcClientStats, s: &OcClientStats) {
     total.rejected_priority += s.rejected_priority;
     total.exempt += s.exempt;
     total.window_probes += s.window_probes;
+    total.held += s.held;
+    total.released += s.released;
+    total.hold_overflow += s.hold_overflow;
 }
 
 impl Hop {
-    pub(crate) fn new(config: &OverloadConfig, next_hop: Option<SocketAddr>, now: Time) -> Hop {
+    pub(crate) fn new(
+        config: &OverloadConfig,
+        control: &ControlConfig,
+        next_hop: Option<SocketAddr>,
+        now: Time,
+    ) -> Hop {
         let mut hop = Hop {
             role: config.role,
             neighbours: HashMap::new(),
             generator: None,
             server: None,
-            clients: HashMap::new(),
+            clients: BTreeMap::new(),
             now,
             stats: HopStats::default(),
             scratch: String::new(),
@@ -255,8 +269,8 @@ impl Hop {
                     let id = NeighbourId(u32::try_from(i).unwrap_or(u32::MAX));
                     hop.neighbours.entry(*n).or_insert(id);
                 }
-                hop.generator = Some(config.control.build_feedback_generator(now));
-                hop.server = Some(OcServer::new(config.server_config()));
+                hop.generator = Some(control.build_feedback_generator(now));
+                hop.server = Some(OcServer::new(config.server_config(control.algorithm)));
             }
             HopRole::Se => {
                 let hops = if config.next_hops.is_empty() {
@@ -265,7 +279,9 @@ impl Hop {
                     config.next_hops.clone()
                 };
                 for (i, h) in hops.into_iter().enumerate() {
-                    let client = OcClient::new(config.client.clone(), config.seed, i as u64, now);
+                    // Stream 0 is the feedback generator's.
+                    let stream = i as u64 + 1;
+                    let client = OcClient::new(config.client.clone(), control.seed, stream, now);
                     hop.clients.entry(h).or_insert(client);
                 }
             }
@@ -372,12 +388,19 @@ impl Hop {
         client.on_response(now, &response);
     }
 
-    /// SE, receive stage: whether the request (bound for `dest`) is reduced.
-    pub(crate) fn reduce(&mut self, now: Time, msg: &Message, dest: SocketAddr) -> bool {
+    /// SE, receive stage: what the client of `dest` says about a request bound for it.
+    pub(crate) fn reduce(&mut self, now: Time, msg: &Message, dest: SocketAddr) -> OcVerdict {
         let Some(client) = self.clients.get_mut(&dest) else {
-            return false;
+            return OcVerdict::Forward;
         };
-        client.admit(now, &traits_of(msg)) == OcVerdict::Reject
+        client.admit(now, &traits_of(msg))
+    }
+
+    /// SE in keep mode: a held session a client lets go, with its next hop.
+    pub(crate) fn poll_release(&mut self) -> Option<(SocketAddr, RequestId)> {
+        self.clients
+            .iter_mut()
+            .find_map(|(hop, c)| c.poll_release().map(|id| (*hop, id)))
     }
 
     /// SE: the parameters declaring support, appended to the Via pushed on a request
@@ -472,6 +495,11 @@ impl Hop {
                 top_via_params: &edits,
             },
         ))
+    }
+
+    /// RE: the feedback generator's estimates.
+    pub(crate) fn feedback_metrics(&self) -> Option<ReceiverMetrics> {
+        self.generator.as_ref().map(FeedbackGenerator::metrics)
     }
 
     pub(crate) fn stats(&self) -> HopStats {

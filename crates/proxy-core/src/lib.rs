@@ -13,13 +13,14 @@
 //!    (`Message::parse`), classification (new session, other request, response) and the
 //!    admission hook (a `sluice_control` [`LocalAdmission`](sluice_control::LocalAdmission)):
 //!    admit, or reject with 503 (optionally with Retry-After). In-dialog requests, ACKs and
-//!    responses are never rejected. The configured policy comes from `[admission]`; any
-//!    other plugs in with [`ProxyCore::set_admission`] (or [`Proxy::set_admission`]).
+//!    responses are never rejected. The configured policy comes from `[control]`; any
+//!    other plugs in with [`ProxyCore::set_admission`].
 //!    Admitted and rejected messages enter a bounded FIFO (default 500); arrivals at a full
 //!    queue are dropped and counted.
 //!    Rejected INVITEs are answered statelessly (a 503 with To tag `sl-rej` sent back to
 //!    the source, no transaction, as Kamailio's `sl_send_reply`), so a rejection costs the
-//!    processor one cheap step; the ACK for such a 503 is absorbed right here.
+//!    processor one cheap step (`cost_reject_us`) and the ACK for its 503, which the
+//!    processor recognises by that tag and ends, an ordinary one (`cost_other_us`).
 //! 2. **Processor** ([`ProxyCore::handle_timeout`]): takes messages from the FIFO in order
 //!    and does the full work: validation, the transaction layer (`sluice_txn`), routing,
 //!    forwarding with Via/Record-Route/Max-Forwards edits, and the 503 for rejected ones.
@@ -33,8 +34,8 @@
 //! `next_drain` or the policy's next 10 ms tick). Policies then see the INVITE queue's
 //! length, and `on_processed` gets every message's virtual service time, so OCC and PI
 //! measure the processor's occupancy. `pi` requires the INVITE queue (`--admission pi`
-//! on the command line turns it on); its own `max_queue` is not used, the queue's size
-//! is `invite_queue_capacity`.
+//! on the command line turns it on), and its queue loop caps its set-point at half of
+//! `invite_queue_capacity`, the one `q_M`.
 //!
 //! # Emulated capacity: virtual busy time
 //!
@@ -100,11 +101,11 @@
 //! # Hop-by-hop overload control (`[overload]`, RFC 7339 / RFC 7415)
 //!
 //! ```toml
-//! [overload]                 # the receiving entity, in front of the capacity
+//! [control]                  # the receiving entity, in front of the capacity
+//! algorithm = "rate-abs"              # win-disc | win-cont | win-auto | rate-abs | rate-occ
+//! [overload]
 //! role = "re"
 //! neighbours = ["127.0.0.1:5061"]     # upstream SEs, IP:port; position = neighbour id
-//! [overload.control]                  # the simulator's control table
-//! algorithm = "rate-abs"              # win-disc | win-cont | win-auto | rate-abs | rate-occ
 //! ```
 //!
 //! ```toml
@@ -112,8 +113,9 @@
 //! role = "se"
 //! next_hops = []                      # default: next_hop
 //! [overload.client]
-//! algorithms = ["rate", "loss"]       # offered in oc-algo, preferred first; or "sluicewin";
-//!                                     # "loss" is added last when missing (RFC 7339 §4.2)
+//! algorithms = ["rate", "loss"]       # offered in oc-algo, preferred first; or the
+//!                                     # extensions "sluicewin", "sluicerate"; "loss" is
+//!                                     # added last when missing (RFC 7339 §4.2)
 //! ```
 //!
 //! The RE drives Shen et al.'s feedback generator from the receive stage, the queue and
@@ -142,9 +144,11 @@ mod config;
 mod core;
 mod hop;
 mod invites;
+mod record;
 mod transmit;
 
-pub use config::{AdmissionConfig, ConfigError, ProxyConfig, RouteRule};
+pub use config::{ConfigError, ProxyConfig, RouteRule, SipTimers};
 pub use core::{CoreStats, KindCounts, ProxyCore, KIND_LABELS};
 pub use hop::{HopRole, HopStats, OverloadConfig};
+pub use record::{Processed, Record};
 pub use transmit::Transmit;

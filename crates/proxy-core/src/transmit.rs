@@ -13,4 +13,8 @@ pub struct Transmit {
     /// The transaction that sent it, to report a send failure back with
     /// [`ProxyCore::handle_send_error`](crate::ProxyCore::handle_send_error); `None` for stateless sends.
     pub origin: Option<Origin>,
+    /// A copy of something sent before: a transaction timer's retransmission, or a
+    /// stateless relay of a datagram the driver marked as a retransmission
+    /// ([`ProxyCore::handle_datagram_marked`](crate::ProxyCore::handle_datagram_marked)).
+    pub retransmission: bool,
 }

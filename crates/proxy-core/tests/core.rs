@@ -363,7 +363,7 @@ fn a_full_transaction_table_refuses_with_503_and_memory_stays_bounded() {
 #[test]
 fn virtual_cost_paces_the_processor_and_a_full_queue_drops() {
     let mut cfg = config();
-    cfg.cost_forward_us = 1_000;
+    cfg.cost_forward_us = 1_000.0;
     cfg.queue_capacity = 5;
     let mut core = core_with(&cfg);
     for i in 0..8 {
@@ -393,11 +393,11 @@ fn virtual_cost_paces_the_processor_and_a_full_queue_drops() {
 #[test]
 fn threshold_admission_rejects_new_sessions_only_with_retry_after() {
     let mut cfg = config();
-    cfg.cost_forward_us = 10_000;
-    cfg.admission.policy = "threshold".parse().unwrap();
-    cfg.admission.threshold.high_watermark = 3;
-    cfg.admission.threshold.low_watermark = 1;
-    cfg.admission.retry_after_s = 2;
+    cfg.cost_forward_us = 10_000.0;
+    cfg.control.algorithm = "threshold".parse().unwrap();
+    cfg.control.threshold.high_watermark = 3;
+    cfg.control.threshold.low_watermark = 1;
+    cfg.retry_after_s = 2;
     let mut core = core_with(&cfg);
     for i in 0..6 {
         core.handle_datagram(
@@ -622,10 +622,10 @@ fn decicco_config(policy: &str, reject_us: u64) -> ProxyConfig {
     let mut cfg = config();
     cfg.invite_queue = true;
     cfg.invite_queue_capacity = 1000;
-    cfg.cost_forward_us = 3_333;
-    cfg.cost_other_us = Some(0);
-    cfg.cost_reject_us = reject_us;
-    cfg.admission.policy = policy.parse().unwrap();
+    cfg.cost_forward_us = 3_333.0;
+    cfg.cost_other_us = Some(0.0);
+    cfg.cost_reject_us = reject_us as f64;
+    cfg.control.algorithm = policy.parse().unwrap();
     cfg.validate().unwrap();
     cfg
 }
@@ -816,9 +816,9 @@ fn new_sessions_are_refused_before_the_table_fills_so_in_dialog_requests_still_p
 #[test]
 fn rejections_are_stateless_and_their_ack_is_absorbed_at_the_receive_stage() {
     let mut cfg = config();
-    cfg.admission.policy = "threshold".parse().unwrap();
-    cfg.admission.threshold.high_watermark = 0;
-    cfg.admission.threshold.low_watermark = 0;
+    cfg.control.algorithm = "threshold".parse().unwrap();
+    cfg.control.threshold.high_watermark = 0;
+    cfg.control.threshold.low_watermark = 0;
     let mut core = core_with(&cfg);
     let out = step(&mut core, Time::ZERO, invite("r1", 70).as_bytes(), UAC);
     assert_eq!(
@@ -855,10 +855,10 @@ fn rejections_are_stateless_and_their_ack_is_absorbed_at_the_receive_stage() {
 #[test]
 fn a_retransmitted_invite_is_not_a_new_session_and_a_rejected_one_is_rejected_again() {
     let mut cfg = config();
-    cfg.cost_forward_us = 10_000;
-    cfg.admission.policy = "threshold".parse().unwrap();
-    cfg.admission.threshold.high_watermark = 1;
-    cfg.admission.threshold.low_watermark = 0;
+    cfg.cost_forward_us = 10_000.0;
+    cfg.control.algorithm = "threshold".parse().unwrap();
+    cfg.control.threshold.high_watermark = 1;
+    cfg.control.threshold.low_watermark = 0;
     let mut core = core_with(&cfg);
     // The first INVITE is admitted; with it queued the policy rejects new sessions.
     core.handle_datagram(Time::ZERO, Bytes::from(invite("k1", 70)), addr(UAC));
@@ -920,16 +920,16 @@ fn at_native_speed_the_cpu_policies_read_the_load_the_shell_measured() {
     // never rejected however loaded the proxy was).
     let mut cfg = config();
     cfg.invite_queue = true;
-    cfg.admission.policy = "pi".parse().unwrap();
+    cfg.control.algorithm = "pi".parse().unwrap();
     cfg.validate().unwrap();
     let (cpu, rejected) = native_busy_run(&cfg);
     assert!(cpu.is_some_and(|c| c > 0.9), "cpu {cpu:?}");
     assert!(rejected > 0, "no 503 at 95 % CPU against a 90 % target");
     // With emulated costs the virtual processor is the load (0.1 ms per INVITE: 10 %), and
     // the shell's native time is not mixed in.
-    cfg.cost_forward_us = 100;
-    cfg.cost_other_us = Some(0);
-    cfg.cost_reject_us = 25;
+    cfg.cost_forward_us = 100.0;
+    cfg.cost_other_us = Some(0.0);
+    cfg.cost_reject_us = 25.0;
     let (cpu, rejected) = native_busy_run(&cfg);
     assert!(cpu.is_some_and(|c| (0.05..0.2).contains(&c)), "cpu {cpu:?}");
     assert_eq!(rejected, 0);

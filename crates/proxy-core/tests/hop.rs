@@ -136,7 +136,7 @@ fn rate_abs_re() -> ProxyCore {
     let mut cfg = se_config();
     cfg.overload.role = HopRole::Re;
     cfg.overload.neighbours = vec![addr(UAC)];
-    cfg.overload.control.algorithm = "rate-abs".parse().unwrap();
+    cfg.control.algorithm = "rate-abs".parse().unwrap();
     cfg.validate().unwrap();
     ProxyCore::new(&cfg, addr(PROXY), Time::ZERO)
 }

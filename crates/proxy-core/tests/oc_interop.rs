@@ -80,7 +80,7 @@ fn re_response(local: SocketAddr, neighbour: SocketAddr) -> Bytes {
     };
     c.overload.role = HopRole::Re;
     c.overload.neighbours = vec![neighbour];
-    c.overload.control.algorithm = "rate-abs".parse().unwrap();
+    c.control.algorithm = "rate-abs".parse().unwrap();
     c.validate().unwrap();
     let mut core = ProxyCore::new(&c, local, Time::ZERO);
     let mut last = None;

@@ -14,7 +14,7 @@ use sluice_load::{SecondRow, UacConfig, UasConfig};
 use sluice_proxy::{HopRole, Proxy, ProxyConfig, ProxyReport};
 
 /// 7 messages a call at 1430 us each: about 100 calls/s.
-const COST_US: u64 = 1430;
+const COST_US: f64 = 1430.0;
 const CAPACITY: f64 = 100.0;
 const SECONDS: u64 = 7;
 
@@ -79,7 +79,7 @@ fn live(rate: f64, control: Option<(&str, OcAlgorithm)>) -> (f64, ProxyReport, P
     if let Some((algorithm, offered)) = control {
         re.overload.role = HopRole::Re;
         re.overload.neighbours = vec![se_addr];
-        re.overload.control.algorithm = algorithm.parse().unwrap();
+        re.control.algorithm = algorithm.parse().unwrap();
         se.overload.role = HopRole::Se;
         se.overload.client.algorithms = vec![offered];
     }

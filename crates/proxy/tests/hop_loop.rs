@@ -110,7 +110,7 @@ fn goodput(rate: f64, control: Option<(&str, OcAlgorithm)>) -> (f64, CoreStats, 
     let mut re = ProxyConfig {
         listen: addr(RE),
         next_hop: Some(addr(UAS)),
-        cost_forward_us: 500,
+        cost_forward_us: 500.0,
         queue_capacity: 2000,
         ..ProxyConfig::default()
     };
@@ -119,7 +119,7 @@ fn goodput(rate: f64, control: Option<(&str, OcAlgorithm)>) -> (f64, CoreStats, 
         se.overload.client.algorithms = vec![offered];
         re.overload.role = HopRole::Re;
         re.overload.neighbours = vec![addr(SE)];
-        re.overload.control.algorithm = algorithm.parse().unwrap();
+        re.control.algorithm = algorithm.parse().unwrap();
         se.validate().unwrap();
         re.validate().unwrap();
     }

@@ -97,7 +97,7 @@ fn setup(rate: f64, seconds: u64, cost_forward_us: u64, queue: usize) -> (Uac, P
     let config = ProxyConfig {
         listen: addr(PROXY),
         next_hop: Some(addr(UAS)),
-        cost_forward_us,
+        cost_forward_us: cost_forward_us as f64,
         queue_capacity: queue,
         ..ProxyConfig::default()
     };

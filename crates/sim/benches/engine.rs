@@ -7,13 +7,14 @@ use sluice_control::{Algorithm, ControlConfig};
 use sluice_sim::{run, Scenario};
 
 fn scenario(algorithm: Algorithm) -> Scenario {
-    Scenario {
+    let mut s = Scenario {
         duration_s: 60.0,
         warmup_s: 10.0,
         offered_load: 4.0,
-        control: ControlConfig::for_algorithm(algorithm),
         ..Scenario::default()
-    }
+    };
+    s.re.control = ControlConfig::for_algorithm(algorithm);
+    s
 }
 
 fn bench(c: &mut Criterion) {

@@ -27,16 +27,15 @@ fn main() {
             std::process::exit(2);
         }
     };
-    let s = Scenario {
+    let mut s = Scenario {
         seed,
         duration_s: duration,
         warmup_s: (duration / 6.0).min(100.0),
         offered_load: load,
-        control,
         timeseries: series,
         ..Scenario::default()
     };
-    let mut s = s;
+    s.re.control = control;
     if let Ok(extra) = std::env::var("SIM_EXTRA") {
         // Extra scenario fields as TOML, merged over the command line's.
         let mut table = toml::Table::try_from(&s).unwrap_or_default();

@@ -4,15 +4,15 @@
 //! the scenario seed and named by what it drives (a source's arrivals and holding times,
 //! one direction of one link), so adding a source perturbs no other stream.
 //!
-//! Events: datagram deliveries, node deadlines (transaction timers, controller intervals,
-//! throttle releases — one armed event per node, re-armed lazily), the RE processor's
-//! service completions, call arrivals (Poisson, piecewise-constant rate, §4.2 and §6.2),
-//! and hang-ups after the holding time.
+//! Events: datagram deliveries, node deadlines (transaction timers, the proxies' processor
+//! completions, controller intervals, throttle releases — one armed event per node,
+//! re-armed lazily), call arrivals (Poisson, piecewise-constant rate, §4.2 and §6.2), and
+//! hang-ups after the holding time.
 
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use rand_distr::{Distribution, Exp1};
-use sluice_control::{ControlConfig, FeedbackEnforcer, FeedbackGenerator};
+use sluice_proxy_core::ProxyCore;
 use sluice_time::Time;
 use sluice_txn::TransactionLayer;
 use std::cmp::Ordering;
@@ -21,18 +21,16 @@ use std::time::Duration;
 
 use crate::ledger::Ledger;
 use crate::net::{Links, NodeId, Packet, Role, Send, Topology};
-use crate::node::{txn_config, Cx};
-use crate::re::Re;
+use crate::node::Cx;
+use crate::proxy_node::{Place, ProxyNode};
 use crate::report::RunReport;
-use crate::scenario::{ArrivalProcess, Scenario};
-use crate::se::Se;
+use crate::scenario::{splitmix, ArrivalProcess, Scenario};
 use crate::ua::{Callee, Caller};
 
 #[derive(Clone, Copy, Debug)]
 enum Ev {
     Deliver { to: NodeId, slot: u32 },
     Timer { node: NodeId },
-    ServiceDone,
     Arrival { source: u32 },
     HangUp { call: u32 },
 }
@@ -182,13 +180,6 @@ fn stream(seed: u64, stream: u64) -> ChaCha8Rng {
     rng
 }
 
-fn splitmix(mut x: u64) -> u64 {
-    x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    x ^ (x >> 31)
-}
-
 pub(crate) struct Engine {
     now: Time,
     end: Time,
@@ -196,8 +187,8 @@ pub(crate) struct Engine {
     agenda: Agenda,
     armed: Vec<Option<Time>>,
     callers: Vec<Caller>,
-    ses: Vec<Se>,
-    re: Re,
+    ses: Vec<ProxyNode>,
+    re: ProxyNode,
     callee: Callee,
     sources: Vec<Source>,
     links: Links,
@@ -223,31 +214,23 @@ impl std::fmt::Debug for Engine {
 
 impl Engine {
     /// Builds the model. The scenario must be valid.
-    pub fn new(sc: &Scenario) -> Result<Self, String> {
+    pub fn new(sc: &Scenario) -> Self {
         let n = sc.sources.len();
         let topo = Topology { sources: n };
-        let cfg = txn_config(&sc.sip);
-        let mut control: ControlConfig = sc.control.clone();
-        control.seed = splitmix(sc.seed ^ splitmix(control.seed));
-        let spec = control.enforcer_spec().map_err(|e| e.to_string())?;
+        let cfg = sc
+            .sip
+            .txn_config(sluice_txn::Config::default().max_transactions);
         let callers = (0..n)
             .map(|i| Caller::new(topo, i, TransactionLayer::new(cfg)))
             .collect();
+        let proxy = |config: &sluice_proxy_core::ProxyConfig, id: NodeId, place| {
+            let core = ProxyCore::new(config, topo.peer(id).addr, Time::ZERO);
+            ProxyNode::new(id, core, place, topo)
+        };
         let ses = (0..n)
-            .map(|i| {
-                control
-                    .build_enforcer(i as u64, Time::ZERO)
-                    .map(|t| Se::new(topo, i, TransactionLayer::new(cfg), t, spec.hold_limit))
-                    .map_err(|e| e.to_string())
-            })
-            .collect::<Result<Vec<_>, _>>()?;
-        let re = Re::new(
-            topo,
-            TransactionLayer::new(cfg),
-            control.build_feedback_generator(Time::ZERO),
-            control.build_local_admission(),
-            &sc.re,
-        );
+            .map(|i| proxy(&sc.se_wired(topo, i), topo.se(i), Place::Se))
+            .collect();
+        let re = proxy(&sc.re_wired(topo), topo.re(), Place::Re);
         let callee = Callee::new(
             topo,
             TransactionLayer::new(cfg),
@@ -284,7 +267,7 @@ impl Engine {
             sc.timeseries,
             sc.control_trace,
         );
-        Ok(Self {
+        Self {
             now: Time::ZERO,
             end: Time::from_secs_f64(sc.end_s()),
             topo,
@@ -304,7 +287,7 @@ impl Engine {
             capacity_cps: cap,
             beta: sc.effective_beta(),
             names: sc.sources.iter().map(|s| s.name.clone()).collect(),
-        })
+        }
     }
 
     pub fn run(mut self) -> RunReport {
@@ -320,8 +303,9 @@ impl Engine {
             }
             while at >= self.next_sample && self.sample_due() {
                 let b = (self.next_sample / 1_000_000_000 - 1) as usize;
-                let m = self.re.feedback.metrics();
-                self.ledger.sample(b, &m);
+                if let Some(m) = self.re.core.feedback_metrics() {
+                    self.ledger.sample(b, &m);
+                }
                 self.next_sample += 1_000_000_000;
             }
             self.now = Time::from_nanos(at);
@@ -340,19 +324,6 @@ impl Engine {
                         self.timeout(node);
                         self.after(node, true);
                     }
-                }
-                Ev::ServiceDone => {
-                    let mut cx = Cx {
-                        now: self.now,
-                        sends: &mut self.sends,
-                        ledger: &mut self.ledger,
-                        hangups: &mut self.hangups,
-                    };
-                    if let Some(done) = self.re.on_service_done(&mut cx) {
-                        self.agenda.push(done, Ev::ServiceDone);
-                    }
-                    let re = self.topo.re();
-                    self.after(re, false);
                 }
                 Ev::Arrival { source } => {
                     let i = source as usize;
@@ -401,11 +372,7 @@ impl Engine {
         match self.topo.role(to) {
             Role::Caller(i) => self.callers[i].on_message(&mut cx, p.bytes),
             Role::Se(i) => self.ses[i].on_packet(&mut cx, p),
-            Role::Re => {
-                if let Some(done) = self.re.on_packet(&mut cx, p) {
-                    self.agenda.push(done, Ev::ServiceDone);
-                }
-            }
+            Role::Re => self.re.on_packet(&mut cx, p),
             Role::Callee => self.callee.on_message(&mut cx, p.bytes),
         }
     }
@@ -420,11 +387,7 @@ impl Engine {
         match self.topo.role(node) {
             Role::Caller(i) => self.callers[i].on_timeout(&mut cx),
             Role::Se(i) => self.ses[i].on_timeout(&mut cx),
-            Role::Re => {
-                if let Some(done) = self.re.on_timeout(&mut cx) {
-                    self.agenda.push(done, Ev::ServiceDone);
-                }
-            }
+            Role::Re => self.re.on_timeout(&mut cx),
             Role::Callee => self.callee.on_timeout(&mut cx),
         }
     }
@@ -480,17 +443,19 @@ impl Engine {
         for c in &self.callers {
             table_full += c.txn.stats().refused.table_full;
         }
-        for (s, se) in r.per_source.iter_mut().zip(&self.ses) {
-            table_full += se.txn.stats().refused.table_full;
-            let st = se.throttle.stats();
-            s.window_probes = st.window_probes;
-            s.feedback_applied = st.feedback_applied;
-            r.refusals.se_hold_full += se.hold_full;
+        let now = self.now;
+        for (s, se) in r.per_source.iter_mut().zip(&mut self.ses) {
+            let st = se.core.stats(now);
+            table_full += st.txn.refused.table_full;
+            s.window_probes = st.hop.client.window_probes;
+            s.feedback_applied = st.hop.client.applied;
+            r.refusals.se_hold_full += st.hop.client.hold_overflow;
         }
-        table_full += self.re.txn.stats().refused.table_full;
+        let re = self.re.core.stats(now);
+        table_full += re.txn.refused.table_full;
         table_full += self.callee.txn.stats().refused.table_full;
         r.refusals.txn_table_full = table_full;
-        r.refusals.re_invite_memory_full = self.re.invite_memory_full();
+        r.refusals.re_invite_memory_full = re.invite_memory_full;
         r
     }
 }

@@ -18,11 +18,12 @@
 //! seeds = [1]
 //! [[variant]]
 //! label = "D_B = 200 ms"
-//! scenario = { control = { algorithm = "win-disc", win_disc = { budget_delay_ms = 200 } } }
+//! scenario = { re = { control = { algorithm = "win-disc", win_disc = { budget_delay_ms = 200 } } } }
 //! ```
 
 use serde::Deserialize;
 
+use crate::scenario::deep_merge;
 use crate::Scenario;
 
 /// What an experiment runs: a sweep of steady loads, or one time-varying run per variant.
@@ -328,18 +329,6 @@ fn set_path(table: &mut toml::Table, path: &str, value: toml::Value) -> Result<(
     Ok(())
 }
 
-/// Merges `over` into `base`: tables merge key by key, anything else replaces.
-fn deep_merge(base: &mut toml::Table, over: &toml::Table) {
-    for (key, value) in over {
-        match (base.get_mut(key), value) {
-            (Some(toml::Value::Table(b)), toml::Value::Table(o)) => deep_merge(b, o),
-            _ => {
-                base.insert(key.clone(), value.clone());
-            }
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -350,7 +339,7 @@ title = "test"
 [base]
 duration_s = 50
 warmup_s = 10
-[base.control]
+[base.re.control]
 algorithm = "win-disc"
 [sweep]
 offered_load = [0.5, 2.0]
@@ -359,7 +348,7 @@ seeds = [1, 2]
 label = "a"
 [[variant]]
 label = "b"
-scenario = { control = { algorithm = "rate-abs" }, re = { queue_capacity = 100 } }
+scenario = { re = { queue_capacity = 100, control = { algorithm = "rate-abs" } } }
 "#;
 
     #[test]
@@ -376,17 +365,21 @@ scenario = { control = { algorithm = "rate-abs" }, re = { queue_capacity = 100 }
             [("a", 0.5, 1), ("a", 0.5, 2), ("a", 2.0, 1), ("a", 2.0, 2)]
         );
         let b = &e.points[4].scenario;
-        assert_eq!(b.control.algorithm.to_string(), "rate-abs");
+        assert_eq!(b.re.control.algorithm.to_string(), "rate-abs");
         assert_eq!(b.re.queue_capacity, 100);
         assert!(
             (b.duration_s - 50.0).abs() < 1e-12,
             "base kept where the variant is silent"
         );
         assert_eq!(
-            e.points[0].scenario.control.algorithm.to_string(),
+            e.points[0].scenario.re.control.algorithm.to_string(),
             "win-disc"
         );
         assert_eq!(e.points[0].scenario.re.queue_capacity, 500, "paper default");
+        assert!(
+            (b.re.cost_forward_us - 2000.0).abs() < 1e-9,
+            "the paper's processor kept where the variant names another field"
+        );
     }
 
     #[test]
@@ -427,18 +420,18 @@ title = "param"
 [base]
 offered_load = 8.4
 [sweep]
-parameter = "control.win_disc.budget_delay_ms"
+parameter = "re.control.win_disc.budget_delay_ms"
 values = [0, 250.5]
 [[variant]]
 label = "win-disc"
-scenario = { control = { algorithm = "win-disc" } }
+scenario = { re = { control = { algorithm = "win-disc" } } }
 [[variant]]
 label = "rate-abs"
-parameter = "control.rate_abs.budget_delay_ms"
-scenario = { control = { algorithm = "rate-abs" } }
+parameter = "re.control.rate_abs.budget_delay_ms"
+scenario = { re = { control = { algorithm = "rate-abs" } } }
 "#;
         let e = Experiment::from_toml(text, &Overrides::default()).unwrap();
-        assert_eq!(e.x_name, "control.win_disc.budget_delay_ms");
+        assert_eq!(e.x_name, "re.control.win_disc.budget_delay_ms");
         assert_eq!(e.points.len(), 4);
         assert!(e
             .points
@@ -446,11 +439,11 @@ scenario = { control = { algorithm = "rate-abs" } }
             .all(|p| (p.offered_load - 8.4).abs() < 1e-12));
         assert!((e.points[1].x - 250.5).abs() < 1e-12);
         assert_eq!(
-            e.points[1].scenario.control.win_disc.budget_delay,
+            e.points[1].scenario.re.control.win_disc.budget_delay,
             std::time::Duration::from_micros(250_500)
         );
         assert_eq!(
-            e.points[3].scenario.control.rate_abs.budget_delay,
+            e.points[3].scenario.re.control.rate_abs.budget_delay,
             std::time::Duration::from_micros(250_500)
         );
     }

@@ -8,9 +8,8 @@
 use bytes::Bytes;
 use sluice_sip::Message;
 use sluice_time::Time;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
-use crate::fx::FxHashMap;
 use crate::report::{ControlTrace, RunReport, SeriesPoint, SourceReport, TimeSeries};
 use crate::wire;
 
@@ -116,7 +115,8 @@ pub(crate) struct Ledger {
     pub re_arrivals: u64,
     pub re_retrans_arrivals: u64,
     // Whole run.
-    retrans: FxHashMap<(u16, u8), (u64, String)>,
+    /// Looked up, never iterated into output unsorted, so a fixed-seed hash is enough.
+    retrans: HashMap<(u16, u8), (u64, String), foldhash::fast::FixedState>,
     pub messages: u64,
     pub lost: u64,
     pub malformed: u64,
@@ -164,7 +164,7 @@ impl Ledger {
             re_dropped: 0,
             re_arrivals: 0,
             re_retrans_arrivals: 0,
-            retrans: FxHashMap::default(),
+            retrans: HashMap::default(),
             messages: 0,
             lost: 0,
             malformed: 0,

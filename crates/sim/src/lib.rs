@@ -43,22 +43,19 @@
 
 mod engine;
 pub mod experiment;
-mod fx;
 mod ledger;
 mod net;
 mod node;
-mod re;
+mod proxy_node;
 pub mod report;
 pub mod scenario;
-mod se;
 pub mod tuning;
 mod ua;
 mod wire;
 
 pub use report::{ControlTrace, Refusals, RunReport, SeriesPoint, SourceReport, TimeSeries};
-pub use scenario::{
-    ArrivalProcess, CallConfig, LinkConfig, LoadStep, ReConfig, Scenario, SipTimers, SourceConfig,
-};
+pub use scenario::{ArrivalProcess, CallConfig, LinkConfig, LoadStep, Scenario, SourceConfig};
+pub use sluice_proxy_core::{ProxyConfig, SipTimers};
 
 /// Runs one scenario to completion. Deterministic: the same scenario (seed included)
 /// gives a byte-identical `serde_json` serialisation of the report.
@@ -73,18 +70,11 @@ pub fn run(scenario: &Scenario) -> RunReport {
             ..RunReport::default()
         };
     }
-    match engine::Engine::new(scenario) {
-        Ok(engine) => engine.run(),
-        Err(e) => RunReport {
-            capacity_cps: scenario.capacity_cps(),
-            error: Some(e),
-            ..RunReport::default()
-        },
-    }
+    engine::Engine::new(scenario).run()
 }
 
 /// Like [`run`], but an invalid scenario is an error instead of an empty report.
 pub fn try_run(scenario: &Scenario) -> Result<RunReport, String> {
     scenario.validate()?;
-    Ok(engine::Engine::new(scenario)?.run())
+    Ok(engine::Engine::new(scenario).run())
 }

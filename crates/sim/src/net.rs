@@ -2,15 +2,13 @@
 //! with a one-way delay and a loss probability per direction (the paper's links have
 //! neither; its §7 names both as future work).
 //!
-//! Datagrams carry real SIP bytes. The feedback (RE → SE) and feed-forward (SE → RE)
-//! values ride beside the bytes in the datagram, the simulator's stand-in for the
-//! paper's "overload header" (§4.1): the sans-IO controllers exchange typed values, and
-//! no wire encoding for window or rate feedback exists in the codec yet.
+//! Datagrams carry real SIP bytes and nothing else: feedback (RE → SE) and feed-forward
+//! (SE → RE) travel as Via parameters inside them (RFC 7339 `oc`, `oc-algo`,
+//! `oc-validity`, `oc-seq`, and sluice's `sluice-ff`), as between live proxies.
 
 use bytes::Bytes;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use sluice_control::{FeedForward, Feedback};
 use sluice_time::Time;
 use sluice_txn::Peer;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -99,10 +97,11 @@ impl Topology {
         }
     }
 
-    pub fn node_of(self, peer: Peer) -> Option<NodeId> {
-        match peer.addr.ip() {
-            IpAddr::V4(ip) => self.node_of_ip(ip),
-            IpAddr::V6(_) => None,
+    /// The node at an address of the plan (every node listens on port 5060).
+    pub fn node_of_addr(self, addr: SocketAddr) -> Option<NodeId> {
+        match addr.ip() {
+            IpAddr::V4(ip) if addr.port() == 5060 => self.node_of_ip(ip),
+            _ => None,
         }
     }
 }
@@ -115,10 +114,6 @@ pub(crate) struct Packet {
     /// Sent by a retransmission timer (or relayed from one): for the RE's retransmission
     /// ratio.
     pub retrans: bool,
-    /// RE → SE feedback piggybacked on this message.
-    pub feedback: Option<Feedback>,
-    /// SE → RE feed-forward piggybacked on this message (double feed, §6.1.2).
-    pub feed_forward: Option<FeedForward>,
 }
 
 /// A datagram a node hands to the network.

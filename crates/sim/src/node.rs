@@ -1,15 +1,13 @@
 //! What every simulated node shares: the context a handler runs in (the clock, the
-//! network's outbox, the measurement ledger) and the transaction-layer drain loop of
-//! `sluice_txn`'s crate docs, which every node runs after each input.
+//! network's outbox, the measurement ledger), and the transaction-layer drain loop of
+//! `sluice_txn`'s crate docs, which the user agents run after each input.
 
 use bytes::Bytes;
 use sluice_time::Time;
-use sluice_txn::{Config, Event, TransactionLayer, Transmit};
-use std::time::Duration;
+use sluice_txn::{Event, TransactionLayer, Transmit};
 
 use crate::ledger::Ledger;
 use crate::net::{NodeId, Packet, Send};
-use crate::scenario::SipTimers;
 
 /// A handler's view of the world for one event.
 #[derive(Debug)]
@@ -30,21 +28,8 @@ impl Cx<'_> {
                 from,
                 bytes,
                 retrans,
-                feedback: None,
-                feed_forward: None,
             },
         });
-    }
-}
-
-/// The transaction-layer configuration of every node.
-pub(crate) fn txn_config(t: &SipTimers) -> Config {
-    let ms = |v: f64| Duration::from_nanos((v * 1.0e6).round() as u64);
-    Config {
-        t1: ms(t.t1_ms),
-        t2: ms(t.t2_ms),
-        t4: ms(t.t4_ms),
-        ..Config::default()
     }
 }
 

@@ -4,9 +4,22 @@
 //! Topology (Figure 2): `sources` caller populations, each behind its own edge proxy (SE),
 //! all feeding one receiving proxy (RE) in front of one callee population. An empty TOML
 //! table is the paper's steady-load setup at offered load 1.
+//!
+//! The RE and the SEs are sluice proxies: `[re]` and `[se]` are the tables an operator
+//! writes for `sluice proxy` ([`ProxyConfig`]), read over the paper's defaults (a table
+//! that names one field keeps the others). The simulator fills in only the wiring:
+//! addresses, next hops, the RE's neighbours and the hop-by-hop roles (the RE feeds back
+//! when its `control.algorithm` is a feedback algorithm; every SE enforces what it gets).
+//! Everything else here (callers, links, timers of the user agents, the run) is the
+//! simulator's own.
 
-use serde::{Deserialize, Serialize};
-use sluice_control::{Algorithm, ControlConfig};
+use serde::{Deserialize, Deserializer, Serialize};
+use sluice_control::overload::OcAlgorithm;
+use sluice_proxy_core::{HopRole, ProxyConfig, SipTimers};
+
+use std::net::SocketAddr;
+
+use crate::net::Topology;
 
 /// Most sources a scenario may have (each needs an address and two nodes).
 pub const MAX_SOURCES: usize = 1000;
@@ -35,10 +48,16 @@ pub struct Scenario {
     /// sources without a schedule in proportion to their `share`.
     pub offered_load: f64,
     pub sources: Vec<SourceConfig>,
-    pub re: ReConfig,
-    pub control: ControlConfig,
+    /// The receiving entity, a `sluice proxy` configuration over [`Scenario::paper_re`].
+    #[serde(deserialize_with = "paper_re")]
+    pub re: ProxyConfig,
+    /// Every SE, a `sluice proxy` configuration over [`Scenario::paper_se`].
+    #[serde(deserialize_with = "paper_se")]
+    pub se: ProxyConfig,
     pub call: CallConfig,
     pub link: LinkConfig,
+    /// RFC 3261 timers of the callers and callees (each proxy has its own, `re.sip` and
+    /// `se.sip`).
     pub sip: SipTimers,
     /// Fill [`crate::RunReport::timeseries`] with 1 s bins.
     pub timeseries: bool,
@@ -60,8 +79,8 @@ impl Default for Scenario {
                     schedule: Vec::new(),
                 })
                 .collect(),
-            re: ReConfig::default(),
-            control: ControlConfig::default(),
+            re: Scenario::paper_re(),
+            se: Scenario::paper_se(),
             call: CallConfig::default(),
             link: LinkConfig::default(),
             sip: SipTimers::default(),
@@ -103,71 +122,38 @@ pub struct LoadStep {
     pub load: f64,
 }
 
-/// The overloaded server (§4.2): a bounded FIFO in front of one processor.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct ReConfig {
-    /// Messages the queue holds, not counting the one in service (paper: 500).
-    pub queue_capacity: u32,
-    /// Messages processed per second (paper: 500).
-    pub service_rate_mps: f64,
-    /// New INVITEs answered with a 503 per second (paper: 3000).
-    pub reject_rate_mps: f64,
-    /// De Cicco et al.'s cost model (§IV-A, eq. 1): processor time to forward an INVITE,
-    /// milliseconds. Unset: `1 / service_rate_mps`, like every other message.
-    pub invite_cost_ms: Option<f64>,
-    /// Processor time for any other message (responses, ACK, BYE), milliseconds. Unset:
-    /// `1 / service_rate_mps`. De Cicco et al. count only INVITEs (0 here).
-    pub other_cost_ms: Option<f64>,
-    /// `β > 1`, the cost of forwarding an INVITE over the cost of rejecting it: a 503
-    /// costs `invite cost / β`. Unset: `1 / reject_rate_mps` (Shen et al.).
-    pub beta: Option<f64>,
-    /// The processing structure of De Cicco et al. §V: admitted INVITEs wait in their own
-    /// drop-tail FIFO of `invite_queue_capacity`, and every other message, and INVITEs
-    /// rejected on arrival, are served ahead of it (Kamailio handles them synchronously).
-    /// `pi` drains that queue at its rate `u(t)`; other policies drain it whenever the
-    /// processor is free. `false`: one FIFO for everything (Shen et al. §4.2).
-    pub invite_queue: bool,
-    /// `q_M`, INVITEs the INVITE queue holds (paper: 800; Ohta's setting: 1000).
-    pub invite_queue_capacity: u32,
-    /// `d`, the share of the processor other processes take (eq. 1), in `[0, 1)`: a job
-    /// of `d × 10 ms` every 10 ms, served ahead of the INVITE queue.
-    pub background_load: f64,
+fn paper_re<'de, D: Deserializer<'de>>(d: D) -> Result<ProxyConfig, D::Error> {
+    over_defaults(d, &Scenario::paper_re())
 }
 
-impl Default for ReConfig {
-    fn default() -> Self {
-        Self {
-            queue_capacity: 500,
-            service_rate_mps: 500.0,
-            reject_rate_mps: 3000.0,
-            invite_cost_ms: None,
-            other_cost_ms: None,
-            beta: None,
-            invite_queue: false,
-            invite_queue_capacity: 800,
-            background_load: 0.0,
+fn paper_se<'de, D: Deserializer<'de>>(d: D) -> Result<ProxyConfig, D::Error> {
+    over_defaults(d, &Scenario::paper_se())
+}
+
+/// A proxy table read over `defaults`, so that `re = { queue_capacity = 100 }` keeps the
+/// paper's processor. Unknown fields are still errors.
+fn over_defaults<'de, D: Deserializer<'de>>(
+    d: D,
+    defaults: &ProxyConfig,
+) -> Result<ProxyConfig, D::Error> {
+    use serde::de::Error;
+    let over = toml::Table::deserialize(d)?;
+    let mut table = toml::Table::try_from(defaults).map_err(D::Error::custom)?;
+    deep_merge(&mut table, &over);
+    toml::Value::Table(table)
+        .try_into()
+        .map_err(|e: toml::de::Error| D::Error::custom(e.message()))
+}
+
+/// Merges `over` into `base`: tables merge key by key, anything else replaces.
+pub(crate) fn deep_merge(base: &mut toml::Table, over: &toml::Table) {
+    for (key, value) in over {
+        match (base.get_mut(key), value) {
+            (Some(toml::Value::Table(b)), toml::Value::Table(o)) => deep_merge(b, o),
+            _ => {
+                base.insert(key.clone(), value.clone());
+            }
         }
-    }
-}
-
-impl ReConfig {
-    /// Processor time to forward an INVITE, seconds.
-    pub fn invite_cost_s(&self) -> f64 {
-        self.invite_cost_ms
-            .map_or(1.0 / self.service_rate_mps, |ms| ms / 1000.0)
-    }
-
-    /// Processor time for any message but an INVITE, seconds.
-    pub fn other_cost_s(&self) -> f64 {
-        self.other_cost_ms
-            .map_or(1.0 / self.service_rate_mps, |ms| ms / 1000.0)
-    }
-
-    /// Processor time to answer an INVITE with a 503, seconds.
-    pub fn reject_cost_s(&self) -> f64 {
-        self.beta
-            .map_or(1.0 / self.reject_rate_mps, |b| self.invite_cost_s() / b)
     }
 }
 
@@ -229,23 +215,22 @@ pub struct LinkConfig {
     pub backward_loss: Option<f64>,
 }
 
-/// RFC 3261 timer values for every transaction layer in the run.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct SipTimers {
-    pub t1_ms: f64,
-    pub t2_ms: f64,
-    pub t4_ms: f64,
+/// The topology's, whatever the table said: a proxy listens where the topology puts it
+/// and sends new requests to the next node.
+fn wire_addresses(c: &mut ProxyConfig, listen: SocketAddr, next: SocketAddr) {
+    c.listen = listen;
+    c.advertise = None;
+    c.next_hop = Some(next);
+    c.admin = None;
+    c.duration_s = None;
 }
 
-impl Default for SipTimers {
-    fn default() -> Self {
-        Self {
-            t1_ms: 500.0,
-            t2_ms: 4000.0,
-            t4_ms: 5000.0,
-        }
-    }
+/// SplitMix64's finaliser: mixes seeds so that related inputs give unrelated streams.
+pub(crate) fn splitmix(mut x: u64) -> u64 {
+    x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    x ^ (x >> 31)
 }
 
 fn finite_at_least(name: &str, v: f64, min: f64) -> Result<(), String> {
@@ -273,24 +258,129 @@ fn probability(name: &str, v: f64) -> Result<(), String> {
 }
 
 impl Scenario {
-    /// Nominal capacity in calls per second: the service rate over the messages the RE
-    /// processes per call (500 / 7 ≈ 71.4; the paper rounds it to 72).
-    /// With De Cicco et al.'s costs, the INVITE's cost plus the other messages' costs.
-    pub fn capacity_cps(&self) -> f64 {
-        1.0 / self.call_cost_s()
+    /// The paper's RE (§4.2): a FIFO of 500 messages in front of one processor that serves
+    /// 500 messages a second (2 ms each) and answers a new INVITE with 503 in 1/3000 s; no
+    /// control. As in the papers' servers, every retransmission reaches the processor.
+    pub fn paper_re() -> ProxyConfig {
+        ProxyConfig {
+            queue_capacity: 500,
+            cost_forward_us: 2000.0,
+            cost_reject_us: 1.0e6 / 3000.0,
+            cost_other_us: None,
+            drop_waiting_retransmissions: false,
+            ..ProxyConfig::default()
+        }
     }
 
-    /// Processor seconds one successful call takes at the RE.
-    fn call_cost_s(&self) -> f64 {
-        self.re.invite_cost_s()
-            + f64::from(self.call.messages_per_call() - 1) * self.re.other_cost_s()
+    /// The paper's SEs (§4.2): infinite capacity (no emulated cost), enforcing feedback as
+    /// the paper pairs it with the algorithm (§2.4.2) by offering, in this order, the
+    /// window extension (win-*), the rate extension with its percentage throttle
+    /// (rate-abs) and RFC 7339's loss (rate-occ's acceptance fraction as a percentage).
+    pub fn paper_se() -> ProxyConfig {
+        let mut se = ProxyConfig::default();
+        se.overload.client.algorithms = vec![
+            OcAlgorithm::SluiceWindow,
+            OcAlgorithm::SluiceRate,
+            OcAlgorithm::Loss,
+        ];
+        se
+    }
+
+    /// The RE wired into a topology: listening at `listen`, sending new requests to the
+    /// callees at `next_hop`, its seed mixed with the run's, and, with a feedback
+    /// algorithm, the receiving entity for the SEs at `ses`. The simulator wires it to its
+    /// address plan; the live bench to loopback sockets.
+    pub fn re_proxy(
+        &self,
+        listen: SocketAddr,
+        next_hop: SocketAddr,
+        ses: &[SocketAddr],
+    ) -> ProxyConfig {
+        let mut re = self.re.clone();
+        wire_addresses(&mut re, listen, next_hop);
+        re.control.seed = splitmix(self.seed ^ splitmix(re.control.seed));
+        if !re.control.algorithm.is_local() {
+            re.overload.role = HopRole::Re;
+            re.overload.neighbours = ses.to_vec();
+        }
+        re
+    }
+
+    /// SE `i` wired into a topology: listening at `listen`, the RE at `next_hop`, the
+    /// sending entity's role, and a seed of its own.
+    pub fn se_proxy(&self, i: usize, listen: SocketAddr, next_hop: SocketAddr) -> ProxyConfig {
+        let mut se = self.se.clone();
+        wire_addresses(&mut se, listen, next_hop);
+        se.control.seed = splitmix(self.seed ^ splitmix(se.control.seed) ^ splitmix(i as u64 + 1));
+        se.overload.role = HopRole::Se;
+        se.overload.next_hops.clear();
+        se
+    }
+
+    /// The same model at `capacity` calls/s: the RE's costs divided and its queues
+    /// multiplied by `capacity / capacity_cps()`, so every queue holds the same seconds of
+    /// work, β is unchanged and the control's time parameters keep their meaning (how the
+    /// live bench runs an experiment at its testbed's capacity).
+    pub fn scale_to_capacity(&mut self, capacity: f64) {
+        let k = capacity / self.capacity_cps();
+        if !(k.is_finite() && k > 0.0) {
+            return;
+        }
+        let re = &mut self.re;
+        re.cost_forward_us /= k;
+        re.cost_reject_us /= k;
+        re.cost_other_us = re.cost_other_us.map(|c| c / k);
+        let scaled = |n: usize| ((n as f64) * k).round().max(1.0) as usize;
+        re.queue_capacity = scaled(re.queue_capacity);
+        re.invite_queue_capacity = scaled(re.invite_queue_capacity);
+    }
+
+    /// The algorithm the SEs and the RE agree on for the RE's feedback (RFC 7339 §5.2:
+    /// the first the SEs offer that the RE's algorithm can be carried in), or `None` if the
+    /// RE feeds nothing back or they have none in common.
+    pub fn wire(&self) -> Option<OcAlgorithm> {
+        let carried = self.re.control.algorithm.wire_algorithms();
+        let offered = &self.se.overload.client.algorithms;
+        // RFC 7339 §4.2: `loss` is always offered, last if not listed (as the client does).
+        offered
+            .iter()
+            .chain(std::iter::once(&OcAlgorithm::Loss))
+            .find(|a| carried.contains(a))
+            .copied()
+    }
+
+    pub(crate) fn re_wired(&self, topo: Topology) -> ProxyConfig {
+        let ses: Vec<SocketAddr> = (0..topo.sources)
+            .map(|i| topo.peer(topo.se(i)).addr)
+            .collect();
+        self.re_proxy(
+            topo.peer(topo.re()).addr,
+            topo.peer(topo.callee()).addr,
+            &ses,
+        )
+    }
+
+    pub(crate) fn se_wired(&self, topo: Topology, i: usize) -> ProxyConfig {
+        self.se_proxy(i, topo.peer(topo.se(i)).addr, topo.peer(topo.re()).addr)
+    }
+
+    /// Nominal capacity in calls per second: the RE's processor time for one call, the
+    /// INVITE and the other messages it processes per call (Shen et al.: 7 messages at
+    /// 2 ms, 500 / 7 ≈ 71.4; the paper rounds it to 72; De Cicco et al.: the INVITE's
+    /// cost alone).
+    pub fn capacity_cps(&self) -> f64 {
+        self.re
+            .emulated_capacity_cps(f64::from(self.call.messages_per_call() - 1))
+            .unwrap_or(f64::INFINITY)
     }
 
     /// The ratio of the RE's processing cost of a forwarded call to that of a call it
-    /// rejects (the 503 and the ACK for it): De Cicco et al.'s `β` measured over whole
+    /// rejects (its 503 and the ACK for it): De Cicco et al.'s `β` measured over whole
     /// calls, the `β` of the optimal-goodput bound `g_opt(r)` (their eq. 2).
     pub fn effective_beta(&self) -> f64 {
-        self.call_cost_s() / (self.re.reject_cost_s() + self.re.other_cost_s())
+        self.re
+            .emulated_beta(f64::from(self.call.messages_per_call() - 1), 1.0)
+            .unwrap_or(f64::INFINITY)
     }
 
     /// The run's end: the measurement window plus the setup deadline as grace.
@@ -380,55 +470,31 @@ impl Scenario {
                     .to_owned(),
             );
         }
-        if self.re.queue_capacity == 0 || self.re.queue_capacity > MAX_QUEUE {
-            return Err(format!(
-                "re.queue_capacity must be between 1 and {MAX_QUEUE}, got {}",
-                self.re.queue_capacity
-            ));
-        }
-        positive("re.service_rate_mps", self.re.service_rate_mps)?;
-        positive("re.reject_rate_mps", self.re.reject_rate_mps)?;
-        if 1.0e9 / self.re.service_rate_mps < 1.0 || 1.0e9 / self.re.reject_rate_mps < 1.0 {
-            return Err("re service and reject rates must be below 1e9 per second".to_owned());
-        }
-        if let Some(ms) = self.re.invite_cost_ms {
-            positive("re.invite_cost_ms", ms)?;
-        }
-        if let Some(ms) = self.re.other_cost_ms {
-            finite_at_least("re.other_cost_ms", ms, 0.0)?;
-        }
-        for (name, ms) in [
-            ("re.invite_cost_ms", self.re.invite_cost_ms),
-            ("re.other_cost_ms", self.re.other_cost_ms),
-        ] {
-            if ms.is_some_and(|ms| ms > 1.0e6) {
-                return Err(format!("{name} must be at most 1e6 ms"));
-            }
-        }
-        if let Some(b) = self.re.beta {
-            if !(b.is_finite() && b > 1.0 && b <= 1.0e6) {
-                return Err(format!("re.beta must be a number in (1, 1e6], got {b}"));
-            }
-        }
-        if self.re.invite_queue
-            && (self.re.invite_queue_capacity == 0 || self.re.invite_queue_capacity > MAX_QUEUE)
+        if self.re.queue_capacity > MAX_QUEUE as usize
+            || self.re.invite_queue_capacity > MAX_QUEUE as usize
         {
-            return Err(format!(
-                "re.invite_queue_capacity must be between 1 and {MAX_QUEUE}, got {}",
-                self.re.invite_queue_capacity
-            ));
+            return Err(format!("re queues must hold at most {MAX_QUEUE} messages"));
         }
-        if !(self.re.background_load.is_finite() && (0.0..1.0).contains(&self.re.background_load)) {
-            return Err(format!(
-                "re.background_load must be in [0, 1), got {}",
-                self.re.background_load
-            ));
-        }
-        if self.control.algorithm == Algorithm::Pi && !self.re.invite_queue {
+        if self.re.native_speed() || self.re.cost_forward_us <= 0.0 {
             return Err(
-                "control.algorithm = \"pi\" drains an INVITE queue: set re.invite_queue = true"
+                "re.cost_forward_us must be > 0: the RE's emulated processor is the capacity"
                     .to_owned(),
             );
+        }
+        let topo = Topology {
+            sources: self.sources.len(),
+        };
+        self.re_wired(topo)
+            .validate()
+            .map_err(|e| format!("re: {e}"))?;
+        self.se_wired(topo, 0)
+            .validate()
+            .map_err(|e| format!("se: {e}"))?;
+        if !self.se.control.algorithm.is_local() {
+            return Err(format!(
+                "se.control.algorithm {} computes feedback: only the RE feeds back",
+                self.se.control.algorithm
+            ));
         }
         positive("call.holding_time_s", self.call.holding_time_s)?;
         positive("call.setup_deadline_s", self.call.setup_deadline_s)?;
@@ -450,33 +516,7 @@ impl Scenario {
         if max_delay_ms > 1.0e6 {
             return Err("link delays must be at most 1e6 ms".to_owned());
         }
-        for (name, v) in [
-            ("sip.t1_ms", self.sip.t1_ms),
-            ("sip.t2_ms", self.sip.t2_ms),
-            ("sip.t4_ms", self.sip.t4_ms),
-        ] {
-            positive(name, v)?;
-            if v > 1.0e7 {
-                return Err(format!("{name} must be at most 1e7 ms, got {v}"));
-            }
-        }
-        if self.sip.t2_ms < self.sip.t1_ms {
-            return Err(format!(
-                "sip.t2_ms ({}) must not be below sip.t1_ms ({})",
-                self.sip.t2_ms, self.sip.t1_ms
-            ));
-        }
-        self.control
-            .validate()
-            .map_err(|e| format!("control: {e}"))?;
-        if self.control.algorithm == Algorithm::Threshold
-            && self.control.threshold.high_watermark > self.re.queue_capacity as usize
-        {
-            return Err(format!(
-                "control.threshold.high_watermark ({}) exceeds re.queue_capacity ({}): it would never trigger",
-                self.control.threshold.high_watermark, self.re.queue_capacity
-            ));
-        }
+        self.sip.validate().map_err(|e| format!("sip.{e}"))?;
         let expected_calls = self.expected_calls();
         if expected_calls > MAX_EXPECTED_CALLS {
             return Err(format!(

@@ -75,8 +75,8 @@ impl TuningExperiment {
         let base: Scenario = toml::Value::Table(file.base)
             .try_into()
             .map_err(|e: toml::de::Error| format!("[base]: {}", e.message()))?;
-        if base.control.algorithm != Algorithm::Pi {
-            return Err("[base]: tuning needs control.algorithm = \"pi\"".to_owned());
+        if base.re.control.algorithm != Algorithm::Pi {
+            return Err("[base]: tuning needs re.control.algorithm = \"pi\"".to_owned());
         }
         base.validate().map_err(|e| format!("[base]: {e}"))?;
         if file.iterations == 0 || file.iterations > MAX_ITERATIONS {
@@ -91,10 +91,10 @@ impl TuningExperiment {
         if file.cost.loads.iter().any(|l| !(l.is_finite() && *l > 0.0)) {
             return Err("[cost] loads must be positive numbers".to_owned());
         }
-        if (file.cost.target_cpu - base.control.pi.target_cpu).abs() > 1e-9 {
+        if (file.cost.target_cpu - base.re.control.pi.target_cpu).abs() > 1e-9 {
             return Err(format!(
-                "[cost] target_cpu ({}) must equal the PI's control.pi.target_cpu ({})",
-                file.cost.target_cpu, base.control.pi.target_cpu
+                "[cost] target_cpu ({}) must equal the PI's re.control.pi.target_cpu ({})",
+                file.cost.target_cpu, base.re.control.pi.target_cpu
             ));
         }
         let run_s = file.cost.run_length.as_secs_f64();
@@ -123,7 +123,7 @@ impl TuningExperiment {
         for (l, &load) in self.cost.loads.iter().enumerate() {
             for rep in 0..reps {
                 let mut sc = self.base.clone();
-                sc.control.pi = sc.control.pi.with_gains(*theta);
+                sc.re.control.pi = sc.re.control.pi.with_gains(*theta);
                 sc.offered_load = load;
                 sc.duration_s = self.cost.run_length.as_secs_f64();
                 sc.warmup_s = 0.0;
@@ -163,8 +163,8 @@ pub fn step_measurement(sc: &Scenario, r: &RunReport) -> StepMeasurement {
         return m;
     };
     let capacity = sc.capacity_cps();
-    let tau_r = sc.control.pi.rate_filter.as_secs_f64();
-    let tau_c = sc.control.pi.cpu_filter.as_secs_f64();
+    let tau_r = sc.re.control.pi.rate_filter.as_secs_f64();
+    let tau_c = sc.re.control.pi.cpu_filter.as_secs_f64();
     let (mut rate, mut cpu) = (0.0, 0.0);
     for (c, n) in trace.cpu.iter().zip(&trace.invite_rate_cps) {
         rate = low_pass(rate, n / capacity, trace.bin_s, tau_r);
@@ -235,8 +235,7 @@ mod tests {
         warmup_s = 0
         sources = [{ name = "UAC" }]
         call = { holding_time_s = 0.5, callee_sends_trying = false, arrivals = "constant" }
-        re = { invite_queue = true, invite_cost_ms = 2.0, other_cost_ms = 0.0, beta = 3.75 }
-        control = { algorithm = "pi" }
+        re = { invite_queue = true, cost_forward_us = 2000, cost_other_us = 0, cost_reject_us = 533.3333, control = { algorithm = "pi" } }
         [cost]
         loads = [2.0]
         run_length_ms = 8000
@@ -251,7 +250,7 @@ mod tests {
         let a = e.step_scenarios(&theta, 0);
         let b = e.step_scenarios(&theta, 1);
         assert_eq!(a.len(), 1);
-        let gains = a[0].control.pi.gains();
+        let gains = a[0].re.control.pi.gains();
         assert!(gains.iter().zip(theta).all(|(g, t)| (g - t).abs() < 1e-12));
         assert!((a[0].duration_s - 8.0).abs() < 1e-12);
         assert!(a[0].control_trace);

@@ -36,7 +36,7 @@ impl Caller {
             se,
             se_peer: cx_topo.peer(se),
             txn,
-            tpl: CallerTemplates::new(cx_topo.ip(id)),
+            tpl: CallerTemplates::new(cx_topo.ip(id), cx_topo.ip(se), cx_topo.ip(cx_topo.re())),
         }
     }
 

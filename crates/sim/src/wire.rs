@@ -1,21 +1,25 @@
 //! The SIP messages of the paper's call flow (§2.1, Figure 1), written by the user agents,
-//! and the small helpers the proxies need around `sluice_sip::edit`.
+//! and the labels the ledger counts retransmissions by.
 //!
 //! Messages are short but complete RFC 3261 messages (Via with a magic-cookie branch,
 //! Max-Forwards, From/To with tags, Call-ID, CSeq, Content-Length). The Call-ID is the
 //! call's number in decimal, which lets the simulator's metrics find a call from any of
-//! its messages; routing is static (§4.2), so no Route/Record-Route headers are needed.
+//! its messages. The proxies record-route, so the caller's ACK and BYE carry the route set
+//! the 2xx's Record-Route gives (§12.1.2): its SE, then the RE. The topology is static
+//! (§4.2), so the caller writes that route set from the address plan instead of reading
+//! it from each 2xx.
 
 use bytes::{Bytes, BytesMut};
-use sluice_sip::{HeaderName, Message, Method};
+use sluice_sip::{Message, Method};
 use std::net::Ipv4Addr;
 
 /// The call number in a Call-ID written by [`CallerTemplates`].
 pub(crate) fn call_of(msg: &Message) -> Option<u32> {
-    parse_u32(msg.call_id()?)
+    parse_call_number(msg.call_id()?)
 }
 
-fn parse_u32(digits: &[u8]) -> Option<u32> {
+/// A Call-ID's call number (decimal digits only).
+pub(crate) fn parse_call_number(digits: &[u8]) -> Option<u32> {
     if digits.is_empty() || digits.len() > 10 {
         return None;
     }
@@ -33,13 +37,19 @@ fn parse_u32(digits: &[u8]) -> Option<u32> {
 #[derive(Clone, Debug)]
 pub(crate) struct CallerTemplates {
     ip: String,
+    /// `Route: <sip:SE;lr>, <sip:RE;lr>` and its line end, for in-dialog requests.
+    route: Vec<u8>,
 }
 
 const CALLEE_URI: &[u8] = b"sip:callee@10.4.0.1";
 
 impl CallerTemplates {
-    pub fn new(ip: Ipv4Addr) -> Self {
-        Self { ip: ip.to_string() }
+    /// A caller at `ip` behind the SE at `se`, in front of the RE at `re`.
+    pub fn new(ip: Ipv4Addr, se: Ipv4Addr, re: Ipv4Addr) -> Self {
+        Self {
+            ip: ip.to_string(),
+            route: format!("Route: <sip:{se}:5060;lr>, <sip:{re}:5060;lr>\r\n").into_bytes(),
+        }
     }
 
     fn request(
@@ -63,7 +73,9 @@ impl CallerTemplates {
             b":5060;branch=z9hG4bK",
             call,
             &[branch_suffix],
-            b"\r\nMax-Forwards: 70\r\nFrom: <sip:caller@",
+            b"\r\nMax-Forwards: 70\r\n",
+            if to_tag { &self.route } else { b"" },
+            b"From: <sip:caller@",
             ip,
             b">;tag=",
             call,
@@ -95,30 +107,6 @@ impl CallerTemplates {
     pub fn bye(&self, call: u32) -> Bytes {
         self.request(b"BYE", call, b'b', 2, true)
     }
-}
-
-/// Writes the Via value a stateful proxy at `ip` pushes: its branch is the received
-/// branch with `suffix` appended (unique per hop, stable across retransmissions).
-pub(crate) fn proxy_via(out: &mut Vec<u8>, ip: &[u8], received_branch: &[u8], suffix: u8) {
-    out.clear();
-    out.extend_from_slice(b"SIP/2.0/UDP ");
-    out.extend_from_slice(ip);
-    out.extend_from_slice(b":5060;branch=");
-    out.extend_from_slice(received_branch);
-    out.push(suffix);
-}
-
-/// The address in the sent-by of the second Via value: where a proxy relays a response
-/// once it has popped its own Via (RFC 3261 §16.7 step 9, §18.2.2 without `received`).
-pub(crate) fn second_via_ip(msg: &Message) -> Option<Ipv4Addr> {
-    let via = msg.header_values(HeaderName::Via).nth(1)?.ok()?;
-    let after_proto = via.iter().position(|&b| b == b' ')?;
-    let rest = &via[after_proto + 1..];
-    let end = rest
-        .iter()
-        .position(|&b| b == b':' || b == b';' || b == b' ')
-        .unwrap_or(rest.len());
-    std::str::from_utf8(&rest[..end]).ok()?.parse().ok()
 }
 
 /// Message kinds the report counts retransmissions of.
@@ -193,10 +181,11 @@ pub(crate) fn label_key(msg: &Message) -> (u16, u8) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use sluice_sip::HeaderName;
 
     #[test]
     fn templates_parse_and_carry_the_call_number() {
-        let t = CallerTemplates::new(Ipv4Addr::new(10, 1, 0, 2));
+        let t = templates();
         for (bytes, method) in [
             (t.invite(42), Method::Invite),
             (t.ack(42), Method::Ack),
@@ -207,12 +196,36 @@ mod tests {
             assert_eq!(call_of(&m), Some(42));
             assert_eq!(m.cseq().unwrap().method, method);
             assert!(m.top_via_branch().unwrap().starts_with(b"z9hG4bK42"));
+            // In-dialog requests follow the route set: the SE first, then the RE.
+            let routes: Vec<_> = m
+                .header_values(HeaderName::Route)
+                .map(Result::unwrap)
+                .collect();
+            if method == Method::Invite {
+                assert!(routes.is_empty());
+            } else {
+                assert_eq!(
+                    routes,
+                    [
+                        &b"<sip:10.2.0.2:5060;lr>"[..],
+                        &b"<sip:10.3.0.1:5060;lr>"[..]
+                    ]
+                );
+            }
         }
+    }
+
+    fn templates() -> CallerTemplates {
+        CallerTemplates::new(
+            Ipv4Addr::new(10, 1, 0, 2),
+            Ipv4Addr::new(10, 2, 0, 2),
+            Ipv4Addr::new(10, 3, 0, 1),
+        )
     }
 
     #[test]
     fn labels_from_bytes_agree_with_the_parse() {
-        let t = CallerTemplates::new(Ipv4Addr::new(10, 1, 0, 2));
+        let t = templates();
         let invite = Message::parse(t.invite(7)).unwrap();
         let bye = Message::parse(t.bye(7)).unwrap();
         let mut all = vec![t.invite(7), t.ack(7), t.bye(7)];
@@ -232,17 +245,5 @@ mod tests {
         // Not the call flow's: left to the parse.
         assert_eq!(label_key_of_bytes(b"OPTIONS sip:x SIP/2.0\r\n\r\n"), None);
         assert_eq!(label_key_of_bytes(b"SIP/2.0 20 OK\r\n"), None);
-    }
-
-    #[test]
-    fn second_via_is_found() {
-        let m = Message::parse(Bytes::from_static(
-            b"SIP/2.0 200 OK\r\nVia: SIP/2.0/UDP 10.3.0.1:5060;branch=z9hG4bKx\r\n\
-              Via: SIP/2.0/UDP 10.2.0.7:5060;branch=z9hG4bKy\r\nCall-ID: 1\r\nCSeq: 1 INVITE\r\n\
-              Content-Length: 0\r\n\r\n",
-        ))
-        .unwrap();
-        assert_eq!(second_via_ip(&m), Some(Ipv4Addr::new(10, 2, 0, 7)));
-        assert_eq!(label(&m), "200-INVITE");
     }
 }

@@ -6,13 +6,14 @@ use sluice_control::{Algorithm, ControlConfig};
 use sluice_sim::{run, LoadStep, RunReport, Scenario, SourceConfig};
 
 fn scenario(algorithm: Algorithm, load: f64, duration_s: f64, warmup_s: f64) -> Scenario {
-    Scenario {
+    let mut s = Scenario {
         duration_s,
         warmup_s,
         offered_load: load,
-        control: ControlConfig::for_algorithm(algorithm),
         ..Scenario::default()
-    }
+    };
+    s.re.control = ControlConfig::for_algorithm(algorithm);
+    s
 }
 
 /// Shorter calls reach the steady mix of setup and teardown traffic sooner.
@@ -27,10 +28,16 @@ fn total_retransmissions(r: &RunReport) -> u64 {
 
 #[test]
 fn no_control_collapses_under_overload_with_retransmissions() {
-    for algorithm in [Algorithm::None, Algorithm::Threshold] {
+    // Threshold rejection answers with stateless 503s (no 503 retransmission, the ACK
+    // ended without a transaction), which holds off the collapse a little longer.
+    for (algorithm, collapsed) in [(Algorithm::None, 0.2), (Algorithm::Threshold, 0.35)] {
         let r = run(&short_calls(scenario(algorithm, 2.0, 30.0, 15.0)));
         assert!(r.error.is_none(), "{:?}", r.error);
-        assert!(r.goodput < 0.2, "{algorithm}: goodput {:.3}", r.goodput);
+        assert!(
+            r.goodput < collapsed,
+            "{algorithm}: goodput {:.3}",
+            r.goodput
+        );
         assert!(
             r.occupancy > 0.99,
             "{algorithm}: occupancy {:.3}",
@@ -147,7 +154,7 @@ fn adding_a_source_does_not_perturb_the_others_arrivals() {
 fn capacity_is_derived_from_the_configuration() {
     let mut s = Scenario::default();
     assert!((s.capacity_cps() - 500.0 / 7.0).abs() < 1e-9);
-    s.re.service_rate_mps = 1000.0;
+    s.re.cost_forward_us = 1000.0;
     assert!((s.capacity_cps() - 1000.0 / 7.0).abs() < 1e-9);
     s.call.callee_sends_trying = false;
     assert!((s.capacity_cps() - 1000.0 / 6.0).abs() < 1e-9);
@@ -156,7 +163,7 @@ fn capacity_is_derived_from_the_configuration() {
     let mut slow = scenario(Algorithm::None, 0.8, 30.0, 10.0);
     slow.call.holding_time_s = 5.0;
     let mut fast = slow.clone();
-    fast.re.service_rate_mps = 1000.0;
+    fast.re.cost_forward_us = 1000.0;
     fast.offered_load = 0.4;
     let (a, b) = (run(&slow), run(&fast));
     assert!((a.capacity_cps * 2.0 - b.capacity_cps).abs() < 1e-9);
@@ -178,8 +185,9 @@ fn invalid_scenarios_are_refused_with_a_reason() {
         (|s| s.sources.clear(), "sources"),
         (|s| s.sources[0].share = f64::INFINITY, "share"),
         (|s| s.re.queue_capacity = 0, "queue_capacity"),
-        (|s| s.re.service_rate_mps = 0.0, "service_rate_mps"),
-        (|s| s.re.reject_rate_mps = -3.0, "reject_rate_mps"),
+        (|s| s.re.cost_forward_us = 0.0, "cost_forward_us"),
+        (|s| s.re.cost_reject_us = -3.0, "cost_reject_us"),
+        (|s| s.se.cost_other_us = Some(f64::NAN), "se: cost_other_us"),
         (|s| s.call.holding_time_s = 0.0, "holding_time_s"),
         (|s| s.call.setup_deadline_s = 0.0, "setup_deadline_s"),
         (|s| s.link.loss = 1.0, "link.loss"),
@@ -204,10 +212,9 @@ fn invalid_scenarios_are_refused_with_a_reason() {
         ),
         (
             |s| {
-                s.control = ControlConfig::for_algorithm(Algorithm::WinCont);
-                s.control.enforcement.throttle = Some(sluice_control::ThrottleKind::Percentage);
+                s.se.overload.client.rate_throttle = sluice_control::ThrottleKind::Window;
             },
-            "control",
+            "se: overload.client",
         ),
     ];
     for (edit, needle) in cases {
@@ -230,12 +237,16 @@ fn scenarios_read_from_toml_with_paper_defaults_and_reject_typos() {
     assert!((s.call.holding_time_s - 30.0).abs() < 1e-12);
     assert!(toml::from_str::<Scenario>("duraton_s = 5").is_err());
     let s: Scenario = toml::from_str(
-        "offered_load = 2\n[re]\nqueue_capacity = 100\n[control]\nalgorithm = \"rate-abs\"\n\
+        "offered_load = 2\n[re]\nqueue_capacity = 100\n[re.control]\nalgorithm = \"rate-abs\"\n\
          [[sources]]\nname = \"A\"\nschedule = [{ at_s = 10, load = 0.5 }]\n",
     )
     .unwrap();
     assert_eq!(s.sources.len(), 1);
-    assert_eq!(s.control.algorithm, Algorithm::RateAbs);
+    assert_eq!(s.re.control.algorithm, Algorithm::RateAbs);
+    assert!(
+        (s.re.cost_forward_us - 2000.0).abs() < 1e-9,
+        "a partial [re] keeps the paper's processor"
+    );
     assert!(s.validate().is_ok());
 }
 

@@ -258,7 +258,7 @@ mod tests {
         cfg.pi.sample_interval = Duration::ZERO;
         for algorithm in Algorithm::ALL {
             cfg.algorithm = algorithm;
-            let mut a = cfg.build_local_admission();
+            let mut a = cfg.build_local_admission(Time::ZERO, 800);
             for k in 0..50u64 {
                 let t = Time::from_micros(k * 300);
                 let m = if k % 2 == 0 {

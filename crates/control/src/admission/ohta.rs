@@ -10,8 +10,8 @@
 //! requests belong to sessions already admitted and a 503 would waste them.
 //!
 //! Defaults (De Cicco et al. §VII, "as suggested in" Hilt & Widjaja 2008): `lo_wm = 400`,
-//! `hi_wm = 800`, queue buffer 1000 messages. The buffer size is the driver's to
-//! enforce ([`Ohta::queue_capacity`]); the controller only reads the queue length.
+//! `hi_wm = 800`, queue buffer 1000 messages. The buffer is the driver's queue (its
+//! capacity set there); the controller only reads the queue length.
 
 use super::{AdmissionMetrics, LocalAdmission, ThresholdConfig, ThresholdRejection};
 use crate::types::{AdmissionVerdict, MessageSummary};
@@ -25,8 +25,6 @@ pub struct OhtaConfig {
     pub hi_wm: usize,
     /// Leave congestion when the queue holds fewer than this many.
     pub lo_wm: usize,
-    /// The queue buffer the paper ran Ohta with, for the driver.
-    pub queue_capacity: usize,
 }
 
 impl Default for OhtaConfig {
@@ -34,7 +32,6 @@ impl Default for OhtaConfig {
         Self {
             hi_wm: 800,
             lo_wm: 400,
-            queue_capacity: 1000,
         }
     }
 }
@@ -42,7 +39,6 @@ impl Default for OhtaConfig {
 #[derive(Clone, Debug)]
 pub struct Ohta {
     inner: ThresholdRejection,
-    queue_capacity: usize,
 }
 
 impl Ohta {
@@ -53,7 +49,6 @@ impl Ohta {
                 high_watermark: config.hi_wm,
                 low_watermark: config.lo_wm,
             }),
-            queue_capacity: config.queue_capacity,
         }
     }
 
@@ -64,10 +59,6 @@ impl Ohta {
 
     pub fn rejected(&self) -> u64 {
         self.inner.rejected()
-    }
-
-    pub fn queue_capacity(&self) -> usize {
-        self.queue_capacity
     }
 }
 
@@ -116,7 +107,6 @@ mod tests {
         assert!(reject_at(1000));
         assert_eq!(o.rejected(), 5);
         assert!(o.is_congested());
-        assert_eq!(o.queue_capacity(), 1000);
         assert_eq!(o.metrics().control_value, Some(1.0));
     }
 

@@ -99,8 +99,6 @@ pub struct PiConfig {
     pub k_pq: f64,
     /// `K_iq`, integral gain of the queue loop, 1/s².
     pub k_iq: f64,
-    /// `q_M`, the INVITE queue's capacity (the driver drops beyond it).
-    pub max_queue: usize,
     /// Upper clamp of the drain rate `u`, INVITEs/s; unset means unbounded.
     pub max_drain_rate: Option<f64>,
     /// How the fraction `α` of drained INVITEs is picked for a 503.
@@ -134,7 +132,6 @@ impl Default for PiConfig {
             k_ic: 10.3,
             k_pq: 19.2,
             k_iq: 130.5,
-            max_queue: 800,
             max_drain_rate: None,
             reject_selection: RejectSelection::Spread,
         }
@@ -272,8 +269,10 @@ pub struct DualLoopPi {
 }
 
 impl DualLoopPi {
-    /// Timers start at `now`; `seed` selects the stream of the reject draws.
-    pub fn new(config: &PiConfig, seed: u64, now: Time) -> Self {
+    /// Timers start at `now`; `seed` selects the stream of the reject draws. `max_queue` is
+    /// `q_M`, the capacity of the INVITE queue the driver keeps (it caps the queue loop's
+    /// set-point), so the queue itself is the one source of it.
+    pub fn new(config: &PiConfig, max_queue: usize, seed: u64, now: Time) -> Self {
         let interval = sane_interval(config.sample_interval);
         let max_drain = match config.max_drain_rate {
             Some(m) if m.is_finite() && m >= 0.0 => m,
@@ -285,7 +284,7 @@ impl DualLoopPi {
             tau_rate: config.rate_filter.as_secs_f64(),
             tau_cpu: config.cpu_filter.as_secs_f64(),
             interval,
-            max_queue: config.max_queue,
+            max_queue,
             queue_loop: PiLoop::new(config.k_pq, config.k_iq, 0.0, max_drain),
             cpu_loop: PiLoop::new(config.k_pc, config.k_ic, 0.0, 1.0),
             meter: CpuMeter::new(now),

@@ -77,15 +77,13 @@ pub enum ConfigError {
     KeepNotSupported(ThrottleKind),
     #[error("a leaky bucket is keep mode by definition; use call gapping to discard")]
     LeakyBucketNeedsKeep,
-    #[error("algorithm {algorithm} sends {feedback} feedback, which {throttle:?} throttling cannot enforce")]
-    Mismatch {
-        algorithm: &'static str,
-        feedback: &'static str,
-        throttle: ThrottleKind,
-    },
+    #[error(
+        "{0:?} cannot enforce a rate: use percentage, token-bucket, leaky-bucket or call-gapping"
+    )]
+    NotARateThrottle(ThrottleKind),
 }
 
-/// A fully resolved throttle configuration (see `ControlConfig::enforcer_spec`).
+/// A fully resolved throttle configuration.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ThrottleSpec {
     pub kind: ThrottleKind,
@@ -181,6 +179,20 @@ impl Throttle {
         stream: u64,
         now: Time,
     ) -> Result<Self, ConfigError> {
+        let meter = OfferedLoadMeter::new(spec.meter_interval, spec.meter_smoothing_weight, now);
+        Self::with_meter(spec, meter, seed, stream, now)
+    }
+
+    /// As [`Throttle::new`], measuring the offered load with `meter` (e.g. a copy of one
+    /// that has been measuring already, so a percentage throttle knows the offered rate
+    /// from the start).
+    pub fn with_meter(
+        spec: &ThrottleSpec,
+        meter: OfferedLoadMeter,
+        seed: u64,
+        stream: u64,
+        now: Time,
+    ) -> Result<Self, ConfigError> {
         spec.validate()?;
         let mechanism = match spec.kind {
             ThrottleKind::None => Mechanism::Unthrottled,
@@ -205,7 +217,7 @@ impl Throttle {
             hold: VecDeque::new(),
             hold_limit: spec.hold_limit,
             released: VecDeque::new(),
-            meter: OfferedLoadMeter::new(spec.meter_interval, spec.meter_smoothing_weight, now),
+            meter,
             feed_forward: spec.feed_forward,
             last_sequence: None,
             stats: EnforcerStats::default(),
@@ -243,6 +255,33 @@ impl Throttle {
     fn is_stale(&self, sequence: u64) -> bool {
         self.last_sequence
             .is_some_and(|last| sequence < last && last - sequence <= REORDER_WINDOW)
+    }
+
+    /// Lets a session through if the mechanism has room now and nothing is held, without
+    /// holding or rejecting it otherwise (for requests that must go anyway, such as
+    /// priority ones, but should use a slot when there is one).
+    pub fn take_if_available(&mut self, now: Time) -> bool {
+        self.meter.record(now);
+        let pass = self.hold.is_empty() && self.try_pass(now);
+        if pass {
+            self.stats.offered += 1;
+            self.stats.forwarded += 1;
+        }
+        pass
+    }
+
+    /// Whether held requests wait in the release list (`poll_release`).
+    pub fn has_releases(&self) -> bool {
+        !self.released.is_empty()
+    }
+
+    /// Releases everything held (control is ending); returns how many.
+    pub fn release_all(&mut self) -> u64 {
+        let n = self.hold.len() as u64;
+        self.stats.released += n;
+        self.stats.forwarded += n;
+        self.released.extend(self.hold.drain(..));
+        n
     }
 
     /// Slots left in a window throttle (`None` for other mechanisms or an open window).

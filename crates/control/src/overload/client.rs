@@ -8,12 +8,23 @@
 //! ignored and counted. An applied value holds for `oc-validity` milliseconds (a
 //! configured default when absent); `oc-validity=0` ends control at once, and so does
 //! the expiry of the validity period. A `loss` value of 0 is kept as "drop nothing".
+//!
+//! The extensions `sluicewin` and `sluicerate` are enforced by Shen et al.'s [`Throttle`]
+//! (§2.4.2): a window, or for a rate the percentage throttle against this client's
+//! measured offered rate (or a token bucket, leaky bucket or call gapping). In keep mode a
+//! blocked session is held instead of rejected ([`OcVerdict::Hold`]) and handed back by
+//! [`OcClient::poll_release`] when the throttle lets it go; when control ends, everything
+//! held is released.
 
-use crate::enforcer::{OfferedLoadMeter, WindowThrottle};
+use crate::enforcer::{
+    BlockingMode, FeedbackEnforcer, OfferedLoadMeter, Throttle, ThrottleKind, ThrottleSpec,
+};
 use crate::overload::loss::LossThrottle;
 use crate::overload::rate::RateBucket;
-use crate::overload::{OcAlgorithm, OcSequence, Reduction, RequestTraits, FEED_FORWARD_PARAM};
-use crate::types::FeedbackValue;
+use crate::overload::{
+    OcAlgorithm, OcSequence, Reduction, RequestTraits, FEED_FORWARD_PARAM, SLUICE_RATE_SCALE,
+};
+use crate::types::{Feedback, FeedbackValue, MessageSummary, RequestId, ThrottleVerdict};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
@@ -41,9 +52,23 @@ pub struct OcClientConfig {
     /// RFC 7415 tolerance for category 2 (priority) requests; at least `rate_tau`.
     #[serde(rename = "rate_tau_priority_ms", with = "crate::serde_millis")]
     pub rate_tau_priority: Duration,
-    /// The window extension's probe (see [`WindowThrottle`]); `None` disables it.
+    /// The window extension's probe (see [`crate::enforcer::WindowThrottle`]); `None`
+    /// disables it.
     #[serde(rename = "window_probe_after_ms", with = "crate::serde_millis::option")]
     pub window_probe_after: Option<Duration>,
+    /// How `sluicerate` is enforced (Shen et al. §2.4.2): `percentage` (the paper's
+    /// pairing for rate feedback), `token-bucket`, `leaky-bucket` or `call-gapping`.
+    pub rate_throttle: ThrottleKind,
+    /// What a `sluicewin`/`sluicerate` throttle does with a blocked session: `discard`
+    /// (answer 503) or `keep` (hold it until the throttle lets it go). Unset: keep for the
+    /// leaky bucket, discard otherwise.
+    pub blocking: Option<BlockingMode>,
+    /// Sessions held at most in keep mode (the leaky bucket's depth); more are rejected and
+    /// counted. Ours: 50, a couple of seconds of a per-client share of the paper's load.
+    pub hold_limit: usize,
+    /// The token bucket's depth in sessions. Ours: 5, about one `D_B` (200 ms) of a
+    /// per-client share of the paper's 72 sessions/s.
+    pub bucket_depth: u32,
     /// Send `sluice-ff` (double feed).
     pub feed_forward: bool,
     #[serde(rename = "meter_interval_ms", with = "crate::serde_millis")]
@@ -61,6 +86,10 @@ impl Default for OcClientConfig {
             rate_tau: Duration::from_millis(20),
             rate_tau_priority: Duration::from_millis(100),
             window_probe_after: Some(Duration::from_secs(1)),
+            rate_throttle: ThrottleKind::Percentage,
+            blocking: None,
+            hold_limit: 50,
+            bucket_depth: 5,
             feed_forward: false,
             meter_interval: Duration::from_millis(100),
             meter_smoothing_weight: 0.2,
@@ -98,12 +127,54 @@ pub enum OcUpdate {
     OutOfRange,
 }
 
+impl OcClientConfig {
+    /// Checks what serde cannot: the `sluicerate` throttle and its blocking mode.
+    pub fn validate(&self) -> Result<(), crate::ConfigError> {
+        match self.rate_throttle {
+            ThrottleKind::None | ThrottleKind::Window => {
+                Err(crate::ConfigError::NotARateThrottle(self.rate_throttle))
+            }
+            _ => self.throttle_spec(OcAlgorithm::SluiceRate).validate(),
+        }
+    }
+
+    /// The throttle enforcing `algorithm` (one of the sluice extensions).
+    fn throttle_spec(&self, algorithm: OcAlgorithm) -> ThrottleSpec {
+        let kind = if algorithm == OcAlgorithm::SluiceWindow {
+            ThrottleKind::Window
+        } else {
+            self.rate_throttle
+        };
+        let blocking = self
+            .blocking
+            .unwrap_or(if kind == ThrottleKind::LeakyBucket {
+                BlockingMode::Keep
+            } else {
+                BlockingMode::Discard
+            });
+        ThrottleSpec {
+            kind,
+            blocking,
+            hold_limit: self.hold_limit,
+            bucket_depth: self.bucket_depth,
+            initial_window: None,
+            probe_after: self.window_probe_after,
+            meter_interval: self.meter_interval,
+            meter_smoothing_weight: self.meter_smoothing_weight,
+            feed_forward: false,
+        }
+    }
+}
+
 /// The client's decision about one request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum OcVerdict {
     Forward,
     /// Reduced: answer the caller instead of sending it.
     Reject,
+    /// Held (keep mode): the driver keeps the request under this id until
+    /// [`OcClient::poll_release`] returns it.
+    Hold(RequestId),
 }
 
 /// Counters; every ignored parameter set and every reduced request is counted.
@@ -125,6 +196,11 @@ pub struct OcClientStats {
     pub rejected_priority: u64,
     pub exempt: u64,
     pub window_probes: u64,
+    /// Sessions held in keep mode, and held ones later released.
+    pub held: u64,
+    pub released: u64,
+    /// Sessions rejected because the hold queue was full (keep mode).
+    pub hold_overflow: u64,
 }
 
 // One long-lived instance per next hop: boxing the variants would buy nothing.
@@ -134,7 +210,12 @@ enum Control {
     Off,
     Loss(LossThrottle),
     Rate(RateBucket),
-    Window(WindowThrottle),
+    /// A sluice extension (`sluicewin` or `sluicerate`) and the value in force.
+    Sluice {
+        algorithm: OcAlgorithm,
+        throttle: Throttle,
+        value: u64,
+    },
 }
 
 #[derive(Clone, Debug)]
@@ -146,6 +227,11 @@ pub struct OcClient {
     last_seq: Option<OcSequence>,
     rng: ChaCha8Rng,
     meter: OfferedLoadMeter,
+    /// Numbers the values handed to a [`Throttle`], and the sessions it holds.
+    feedback_seq: u64,
+    next_request: u64,
+    /// Held sessions let go when control ended, to hand back before anything else.
+    released: std::collections::VecDeque<RequestId>,
     stats: OcClientStats,
 }
 
@@ -176,6 +262,9 @@ impl OcClient {
             last_seq: None,
             rng,
             meter,
+            feedback_seq: 0,
+            next_request: 0,
+            released: std::collections::VecDeque::new(),
             stats: OcClientStats::default(),
         }
     }
@@ -186,17 +275,23 @@ impl OcClient {
             Control::Off => None,
             Control::Loss(_) => Some(OcAlgorithm::Loss),
             Control::Rate(_) => Some(OcAlgorithm::Rate),
-            Control::Window(_) => Some(OcAlgorithm::SluiceWindow),
+            Control::Sluice { algorithm, .. } => Some(algorithm),
         }
     }
 
-    /// The `oc` value in force (loss percent, rate per second, or window slots left).
+    /// The `oc` value in force (loss percent, rate per second, window slots left, or
+    /// `sluicerate`'s thousandths of a session per second).
     pub fn value(&self) -> Option<i64> {
         match &self.control {
             Control::Off => None,
             Control::Loss(l) => Some(i64::from(l.percent())),
             Control::Rate(r) => i64::try_from(r.rate()).ok(),
-            Control::Window(w) => w.slots(),
+            Control::Sluice {
+                algorithm: OcAlgorithm::SluiceWindow,
+                throttle,
+                ..
+            } => throttle.window_slots(),
+            Control::Sluice { value, .. } => i64::try_from(*value).ok(),
         }
     }
 
@@ -287,6 +382,7 @@ impl OcClient {
         let in_range = match algorithm {
             OcAlgorithm::Loss => oc <= 100,
             OcAlgorithm::Rate | OcAlgorithm::SluiceWindow => u32::try_from(oc).is_ok(),
+            OcAlgorithm::SluiceRate => oc <= u64::from(u32::MAX) * 1000,
         };
         if !in_range {
             return OcUpdate::OutOfRange;
@@ -303,15 +399,14 @@ impl OcClient {
         match (&mut self.control, algorithm) {
             (Control::Loss(l), OcAlgorithm::Loss) => l.set_percent(small),
             (Control::Rate(r), OcAlgorithm::Rate) => r.set_rate(oc),
-            (Control::Window(w), OcAlgorithm::SluiceWindow) => {
-                w.on_feedback(now, FeedbackValue::Window(small));
-            }
             (_, OcAlgorithm::Loss) => {
+                self.stop();
                 let rng = ChaCha8Rng::seed_from_u64(self.rng.gen());
                 self.control =
                     Control::Loss(LossThrottle::new(small, self.config.loss_mix_weight, rng));
             }
             (_, OcAlgorithm::Rate) => {
+                self.stop();
                 self.control = Control::Rate(RateBucket::start(
                     oc,
                     self.config.rate_tau,
@@ -320,15 +415,58 @@ impl OcClient {
                     &mut self.rng,
                 ));
             }
-            (_, OcAlgorithm::SluiceWindow) => {
-                let mut w = WindowThrottle::new(None, self.config.window_probe_after, now);
-                w.on_feedback(now, FeedbackValue::Window(small));
-                self.control = Control::Window(w);
+            (_, OcAlgorithm::SluiceWindow | OcAlgorithm::SluiceRate) => {
+                self.apply_sluice(now, algorithm, oc);
             }
         }
     }
 
+    /// Hands a sluice extension's value to its throttle, starting one if another (or no)
+    /// algorithm was in force.
+    fn apply_sluice(&mut self, now: Time, algorithm: OcAlgorithm, oc: u64) {
+        let same = matches!(&self.control, Control::Sluice { algorithm: a, .. } if *a == algorithm);
+        if !same {
+            self.stop();
+            let spec = self.config.throttle_spec(algorithm);
+            // Built from a validated config; an invalid one leaves control off.
+            let Ok(throttle) =
+                Throttle::with_meter(&spec, self.meter.clone(), self.rng.gen(), 0, now)
+            else {
+                return;
+            };
+            self.control = Control::Sluice {
+                algorithm,
+                throttle,
+                value: oc,
+            };
+        }
+        let feedback_value = if algorithm == OcAlgorithm::SluiceWindow {
+            FeedbackValue::Window(u32::try_from(oc).unwrap_or(u32::MAX))
+        } else {
+            FeedbackValue::Rate(oc as f64 / SLUICE_RATE_SCALE)
+        };
+        self.feedback_seq += 1;
+        let feedback = Feedback {
+            sequence: self.feedback_seq,
+            value: feedback_value,
+        };
+        if let Control::Sluice {
+            throttle, value, ..
+        } = &mut self.control
+        {
+            *value = oc;
+            throttle.on_feedback(now, &feedback);
+        }
+    }
+
+    /// Ends control; sessions a throttle was holding go out now.
     fn stop(&mut self) {
+        if let Control::Sluice { throttle, .. } = &mut self.control {
+            throttle.release_all();
+            while let Some(id) = throttle.poll_release() {
+                self.released.push_back(id);
+            }
+        }
         self.control = Control::Off;
         self.expires = None;
     }
@@ -359,15 +497,31 @@ impl OcClient {
         let pass = match &mut self.control {
             Control::Loss(l) => l.try_pass(rank),
             Control::Rate(r) => r.try_pass(now, rank),
-            // Windows count sessions (Shen et al. §2.4.1): other requests pass, and a
-            // priority INVITE takes a slot when there is one but is never refused.
-            Control::Window(w) if request.starts_session() => {
-                let probes = w.probes();
-                let pass = w.try_pass(now) || rank == Reduction::Priority;
-                self.stats.window_probes += w.probes() - probes;
+            // Shen et al.'s throttles count sessions (§2.4): other requests pass, and a
+            // priority INVITE takes a slot when there is one but is never refused or held.
+            Control::Sluice { throttle, .. } if request.starts_session() => {
+                let before = throttle.stats();
+                let pass = if rank == Reduction::Priority {
+                    throttle.take_if_available(now);
+                    true
+                } else {
+                    self.next_request += 1;
+                    let id = RequestId(self.next_request);
+                    match throttle.admit(now, id, &MessageSummary::new_session(None)) {
+                        ThrottleVerdict::Forward => true,
+                        ThrottleVerdict::Reject => false,
+                        ThrottleVerdict::Hold => {
+                            self.stats.held += 1;
+                            return OcVerdict::Hold(id);
+                        }
+                    }
+                };
+                let after = throttle.stats();
+                self.stats.window_probes += after.window_probes - before.window_probes;
+                self.stats.hold_overflow += after.hold_overflow - before.hold_overflow;
                 pass
             }
-            Control::Off | Control::Window(_) => true,
+            Control::Off | Control::Sluice { .. } => true,
         };
         if pass {
             self.stats.forwarded += 1;
@@ -381,13 +535,40 @@ impl OcClient {
         }
     }
 
-    /// When the value in force expires.
-    pub fn poll_timeout(&self) -> Option<Time> {
-        self.expires
+    /// A held session the driver may now send (keep mode), oldest first.
+    pub fn poll_release(&mut self) -> Option<RequestId> {
+        let id = self
+            .released
+            .pop_front()
+            .or_else(|| match &mut self.control {
+                Control::Sluice { throttle, .. } => throttle.poll_release(),
+                _ => None,
+            })?;
+        self.stats.released += 1;
+        self.stats.forwarded += 1;
+        Some(id)
     }
 
-    /// Ends control if its validity has run out.
+    /// When the value in force expires, or a held session may go ([`Time::ZERO`]: one
+    /// may go now).
+    pub fn poll_timeout(&self) -> Option<Time> {
+        let release = match &self.control {
+            _ if !self.released.is_empty() => Some(Time::ZERO),
+            Control::Sluice { throttle, .. } if throttle.has_releases() => Some(Time::ZERO),
+            Control::Sluice { throttle, .. } => throttle.poll_timeout(),
+            _ => None,
+        };
+        match (self.expires, release) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// Ends control if its validity has run out; lets held sessions go when due.
     pub fn handle_timeout(&mut self, now: Time) {
         self.expire(now);
+        if let Control::Sluice { throttle, .. } = &mut self.control {
+            throttle.handle_timeout(now);
+        }
     }
 }

@@ -7,10 +7,17 @@
 //! never sees a message.
 //!
 //! # Names on the wire
-//! - `oc-algo` tokens: `loss` (RFC 7339 §7), `rate` (RFC 7415), and the extension
-//!   [`OcAlgorithm::SluiceWindow`], token `sluicewin`: `oc` carries the window, the
-//!   number of new sessions the client may still send (Shen et al. §2.4.1). RFC 7339's
-//!   grammar allows only letters and digits in an algorithm token, hence no hyphen.
+//! - `oc-algo` tokens: `loss` (RFC 7339 §7), `rate` (RFC 7415), and two extensions for
+//!   Shen et al.'s feedback as the paper enforces it (§2.4.2):
+//!   [`OcAlgorithm::SluiceWindow`], token `sluicewin`: `oc` carries the window, the number
+//!   of new sessions the client may still send (§2.4.1);
+//!   [`OcAlgorithm::SluiceRate`], token `sluicerate`: `oc` carries the absolute session
+//!   rate the client may send, in thousandths of a session per second (RFC 7339's `oc`
+//!   is an integer, and a per-client share of a few dozen sessions per second needs the
+//!   fraction), enforced by the paper's percentage throttle against the client's own
+//!   offered rate, or by a token bucket, leaky bucket or call gapping
+//!   ([`OcClientConfig::rate_throttle`]). RFC 7339's grammar allows only letters and
+//!   digits in an algorithm token, hence no hyphen.
 //! - [`FEED_FORWARD_PARAM`] (`sluice-ff`): an extension Via parameter on requests with the
 //!   client's offered session rate before throttling, in sessions per second (the
 //!   double-feed architecture, Shen et al. §6.1.2). Servers that do not know it ignore it
@@ -19,7 +26,9 @@
 //! # Driving the client (SE side, one [`OcClient`] per configured next hop)
 //! 1. Classify every request bound for that hop into [`RequestTraits`], then
 //!    `client.admit(now, &traits)`: [`OcVerdict::Forward`] → send it; `Reject` → answer
-//!    the caller with a 503 instead of sending it (the request is "reduced", RFC 7339 §5).
+//!    the caller with a 503 instead of sending it (the request is "reduced", RFC 7339 §5);
+//!    `Hold(id)` (a sluice extension in keep mode) → keep it under `id` and send it when
+//!    `client.poll_release()` returns that id (drain it after every call into the client).
 //! 2. In the Via this proxy pushes on a forwarded request, append
 //!    `client.append_request_params(now, &mut via)` (`;oc;oc-algo="…"` and, with double
 //!    feed, `;sluice-ff=…`).
@@ -27,7 +36,7 @@
 //!    popping it) into an [`OcResponse`] and call `client.on_response(now, &response)`;
 //!    if a parameter did not parse, call `client.on_malformed()` instead.
 //! 4. Wake at `client.poll_timeout()` and call `client.handle_timeout(now)` (validity
-//!    expiry, RFC 7339 §5.5).
+//!    expiry, RFC 7339 §5.5, and held sessions coming due).
 //!
 //! # Driving the server (RE side, one [`OcServer`] for all configured upstream neighbours)
 //! 0. Set [`OcServerConfig::epoch_secs`] to the wall-clock UNIX seconds at the driver's
@@ -73,6 +82,9 @@ mod server;
 
 pub use classify::{is_sos_urn, Reduction, RequestMethod, RequestTraits};
 pub use client::{OcClient, OcClientConfig, OcClientStats, OcResponse, OcUpdate, OcVerdict};
+
+/// `sluicerate` counts thousandths of a session per second.
+pub const SLUICE_RATE_SCALE: f64 = 1000.0;
 pub use loss::LossThrottle;
 pub use rate::RateBucket;
 pub use sequence::OcSequence;
@@ -93,13 +105,18 @@ pub enum OcAlgorithm {
     /// Extension: `oc` is the window of new sessions (Shen et al. §3.3–3.5).
     #[serde(rename = "sluicewin")]
     SluiceWindow,
+    /// Extension: `oc` is the session rate in thousandths per second (Shen et al. §3.6),
+    /// enforced as the paper does (§2.4.2).
+    #[serde(rename = "sluicerate")]
+    SluiceRate,
 }
 
 impl OcAlgorithm {
-    pub const ALL: [OcAlgorithm; 3] = [
+    pub const ALL: [OcAlgorithm; 4] = [
         OcAlgorithm::Loss,
         OcAlgorithm::Rate,
         OcAlgorithm::SluiceWindow,
+        OcAlgorithm::SluiceRate,
     ];
 
     pub fn token(self) -> &'static str {
@@ -107,7 +124,14 @@ impl OcAlgorithm {
             OcAlgorithm::Loss => "loss",
             OcAlgorithm::Rate => "rate",
             OcAlgorithm::SluiceWindow => "sluicewin",
+            OcAlgorithm::SluiceRate => "sluicerate",
         }
+    }
+
+    /// True for the extensions that carry Shen et al.'s feedback to the paper's
+    /// enforcement ([`crate::Throttle`]).
+    pub fn is_sluice(self) -> bool {
+        matches!(self, OcAlgorithm::SluiceWindow | OcAlgorithm::SluiceRate)
     }
 
     /// Tokens compare case-insensitively; surrounding blanks are ignored.

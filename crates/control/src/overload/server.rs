@@ -11,6 +11,8 @@
 //!   `loss` first in `supported` for rate-occ).
 //! - `sluicewin`: `oc` = the window; windows are never repeated, as each one replaces
 //!   the client's count.
+//! - `sluicerate`: `oc` = the rate in thousandths of a session per second, or `f λ` from
+//!   a fraction against a fed-forward offered rate, like `rate`.
 //! - `λ` is the neighbour's fed-forward rate when it sends one, else the rate of
 //!   session starts arriving from it scaled back by the loss asked for while they were
 //!   counted (arrivals are what is left after the client's reduction; see `offered.rs`).
@@ -22,7 +24,9 @@
 //!   while the server is still in control.
 
 use crate::overload::offered::OfferedEstimator;
-use crate::overload::{parse_feed_forward, OcAlgorithm, OcSequence, RequestTraits};
+use crate::overload::{
+    parse_feed_forward, OcAlgorithm, OcSequence, RequestTraits, SLUICE_RATE_SCALE,
+};
 use crate::types::{FeedForward, Feedback, FeedbackValue, NeighbourId};
 use serde::{Deserialize, Serialize};
 use sluice_time::Time;
@@ -329,11 +333,18 @@ fn translate(
             }
         }
         (OcAlgorithm::Rate, FeedbackValue::Rate(r)) => return rate_value(r),
+        (OcAlgorithm::SluiceRate, FeedbackValue::Rate(r)) => {
+            return rate_value(r * SLUICE_RATE_SCALE)
+        }
         // Arrivals under a rate limit say nothing about the load behind it, so a
         // fraction becomes a rate only against a fed-forward offered rate.
         (OcAlgorithm::Rate, FeedbackValue::AcceptFraction(f)) if !f.is_nan() => {
             let offered = neighbour.fed_forward?;
             return rate_value(f.clamp(0.0, 1.0) * offered);
+        }
+        (OcAlgorithm::SluiceRate, FeedbackValue::AcceptFraction(f)) if !f.is_nan() => {
+            let offered = neighbour.fed_forward?;
+            return rate_value(f.clamp(0.0, 1.0) * offered * SLUICE_RATE_SCALE);
         }
         _ => return None,
     };

@@ -1,4 +1,5 @@
 use super::*;
+use crate::enforcer::{BlockingMode, ThrottleKind};
 use crate::types::{Feedback, FeedbackValue, NeighbourId};
 use sluice_time::Time;
 use std::time::Duration;
@@ -366,6 +367,113 @@ fn window_extension_counts_session_starts_only() {
 }
 
 #[test]
+fn sluicerate_is_enforced_as_the_papers_percentage_of_the_offered_rate() {
+    // The client offers 100 sessions/s (one every 10 ms); the server allows 25.5 a
+    // second, `oc` in thousandths: a quarter of the sessions should pass (§2.4.2).
+    let mut c = client(&[OcAlgorithm::SluiceRate]);
+    for k in 0..50 {
+        assert_eq!(
+            c.admit(Time::from_millis(k * 10), &INVITE),
+            OcVerdict::Forward
+        );
+    }
+    let t = Time::from_millis(500);
+    assert_eq!(
+        c.on_response(t, &response(25_500, "sluicerate", 500, "1.0")),
+        OcUpdate::Applied
+    );
+    assert_eq!(
+        (c.active(), c.value()),
+        (Some(OcAlgorithm::SluiceRate), Some(25_500))
+    );
+    let (mut passed, mut held) = (0, 0);
+    for k in 0..400u64 {
+        let now = t + std::time::Duration::from_millis(k);
+        if k % 100 == 0 {
+            // Fresh values before the old one expires.
+            let seq = format!("{}.0", 2 + k);
+            c.on_response(now, &response(25_500, "sluicerate", 500, &seq));
+        }
+        match c.admit(now, &INVITE) {
+            OcVerdict::Forward => passed += 1,
+            OcVerdict::Hold(_) => held += 1,
+            OcVerdict::Reject => {}
+        }
+    }
+    // 400 sessions in 400 ms is 1,000/s offered once the meter catches up: about 2.5 %
+    // pass then, more before it has (the meter smooths over 100 ms intervals).
+    assert_eq!(held, 0, "discard mode never holds");
+    assert!((10..=120).contains(&passed), "{passed}");
+    // A priority INVITE always goes; in-dialog requests are exempt.
+    assert_eq!(c.admit(t, &PRIORITY_INVITE), OcVerdict::Forward);
+    assert_eq!(c.admit(t, &exempt_requests()[1]), OcVerdict::Forward);
+}
+
+#[test]
+fn keep_mode_holds_sessions_and_releases_them_in_order_or_when_control_ends() {
+    // Call gapping in keep mode: one session per 1/rate, the others wait.
+    let mut c = OcClient::new(
+        OcClientConfig {
+            algorithms: vec![OcAlgorithm::SluiceRate],
+            rate_throttle: ThrottleKind::CallGapping,
+            blocking: Some(BlockingMode::Keep),
+            hold_limit: 2,
+            ..OcClientConfig::default()
+        },
+        3,
+        1,
+        Time::ZERO,
+    );
+    // 10 sessions/s: one every 100 ms.
+    c.on_response(Time::ZERO, &response(10_000, "sluicerate", 5_000, "1.0"));
+    let t = Time::from_millis(1);
+    assert_eq!(c.admit(t, &INVITE), OcVerdict::Forward);
+    let OcVerdict::Hold(first) = c.admit(t, &INVITE) else {
+        panic!("held")
+    };
+    let OcVerdict::Hold(second) = c.admit(t, &INVITE) else {
+        panic!("held")
+    };
+    assert_ne!(first, second);
+    assert_eq!(c.admit(t, &INVITE), OcVerdict::Reject, "hold queue full");
+    assert_eq!(c.poll_release(), None);
+    let due = c.poll_timeout().unwrap();
+    assert!(due > t && due <= Time::from_millis(101), "{due:?}");
+    c.handle_timeout(due);
+    assert_eq!(c.poll_release(), Some(first));
+    assert_eq!(c.poll_release(), None);
+    // oc-validity=0 ends control: what is still held goes at once.
+    c.on_response(due, &response(0, "sluicerate", 0, "2.0"));
+    assert_eq!(c.poll_release(), Some(second));
+    assert_eq!(c.admit(due, &INVITE), OcVerdict::Forward);
+    let s = c.stats();
+    assert_eq!((s.held, s.released, s.rejected_normal), (2, 2, 1));
+}
+
+#[test]
+fn a_leaky_bucket_is_keep_mode_and_a_window_cannot_enforce_a_rate() {
+    let config = OcClientConfig {
+        rate_throttle: ThrottleKind::LeakyBucket,
+        ..OcClientConfig::default()
+    };
+    assert!(config.validate().is_ok());
+    let config = OcClientConfig {
+        rate_throttle: ThrottleKind::Window,
+        ..OcClientConfig::default()
+    };
+    assert!(config.validate().is_err());
+    let config = OcClientConfig {
+        rate_throttle: ThrottleKind::Percentage,
+        blocking: Some(BlockingMode::Keep),
+        ..OcClientConfig::default()
+    };
+    assert!(
+        config.validate().is_err(),
+        "a coin toss has no release time"
+    );
+}
+
+#[test]
 fn client_request_params_render_exactly() {
     let mut c = client(&[OcAlgorithm::Loss, OcAlgorithm::Rate]);
     let mut via = String::from("SIP/2.0/UDP 127.0.0.1:5060;branch=z9hG4bKx");
@@ -463,6 +571,11 @@ oc-validity=500;oc-seq=1700000002.00000"
     assert_eq!((q.oc, q.algorithm), (123, OcAlgorithm::Rate));
     assert_eq!(q.seq.to_string(), "1700000002.00001");
     assert!(q.seq > p.seq);
+    let r = s
+        .response_params(t, SE, &["sluicerate"], fb(3, FeedbackValue::Rate(23.4567)))
+        .unwrap();
+    assert_eq!((r.oc, r.algorithm), (23_457, OcAlgorithm::SluiceRate));
+    assert_eq!(r.seq.to_string(), "1700000002.00002");
     let w = s
         .response_params(t, SE, &["sluicewin"], fb(3, FeedbackValue::Window(17)))
         .unwrap();
@@ -473,7 +586,7 @@ oc-validity=500;oc-seq=1700000002.00000"
             "17".to_string(),
             "\"sluicewin\"".to_string(),
             "5000".to_string(),
-            "1700000002.00002".to_string()
+            "1700000002.00003".to_string()
         ]
     );
     // A later second starts from the clock again.

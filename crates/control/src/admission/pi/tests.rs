@@ -106,7 +106,7 @@ fn overloaded_server_settles_at_the_cpu_target_and_the_queue_set_point() {
     // 200 INVITEs/s against ρ_M = 100/s (10 ms to forward) and β = 4 (2.5 ms to
     // reject): r = 2, so eq. (3) wants α = 4/3 · (1 − 0.9/2) ≈ 0.733, and the queue
     // should hold q_T = 50 ms · 200/s = 10 INVITEs.
-    let mut pi = DualLoopPi::new(&PiConfig::default(), 5, Time::ZERO);
+    let mut pi = DualLoopPi::new(&PiConfig::default(), 800, 5, Time::ZERO);
     let trace = closed_loop(
         &mut pi,
         Duration::from_millis(5),
@@ -134,7 +134,7 @@ fn overloaded_server_settles_at_the_cpu_target_and_the_queue_set_point() {
 #[test]
 fn an_underloaded_server_rejects_nothing_and_adds_about_t_q_of_delay() {
     // 50 INVITEs/s, 2 ms each: C = 0.1, far below C_T.
-    let mut pi = DualLoopPi::new(&PiConfig::default(), 5, Time::ZERO);
+    let mut pi = DualLoopPi::new(&PiConfig::default(), 800, 5, Time::ZERO);
     let trace = closed_loop(
         &mut pi,
         Duration::from_millis(20),
@@ -155,11 +155,7 @@ fn a_set_point_beyond_the_queue_is_capped_so_the_queue_still_drains() {
     // of reach, and the queue loop would stop draining a full queue. Capped at q_M / 2 = 10
     // the worker (0.1 ms an INVITE, C = 0.1) keeps up; only the start-up drops (249 here;
     // uncapped, 19,974 of the 20,000 were dropped).
-    let config = PiConfig {
-        max_queue: 20,
-        ..PiConfig::default()
-    };
-    let mut pi = DualLoopPi::new(&config, 5, Time::ZERO);
+    let mut pi = DualLoopPi::new(&PiConfig::default(), 20, 5, Time::ZERO);
     let trace = closed_loop(
         &mut pi,
         Duration::from_millis(1),
@@ -183,7 +179,7 @@ fn a_set_point_beyond_the_queue_is_capped_so_the_queue_still_drains() {
 #[test]
 fn a_trickle_of_invites_is_not_starved_when_q_t_is_below_one() {
     // 3 INVITEs/s: q_T ≈ 0.15, so a single queued INVITE is above the set-point.
-    let mut pi = DualLoopPi::new(&PiConfig::default(), 5, Time::ZERO);
+    let mut pi = DualLoopPi::new(&PiConfig::default(), 800, 5, Time::ZERO);
     let trace = closed_loop(
         &mut pi,
         Duration::from_millis(333),
@@ -210,7 +206,7 @@ fn runs_repeat_exactly_for_a_seed() {
         ..PiConfig::default()
     };
     let run = |seed| {
-        let mut pi = DualLoopPi::new(&config, seed, Time::ZERO);
+        let mut pi = DualLoopPi::new(&config, 800, seed, Time::ZERO);
         let trace = closed_loop(
             &mut pi,
             Duration::from_millis(5),
@@ -274,7 +270,7 @@ fn conditional_integration_still_integrates_back_out_of_the_clamp() {
 fn a_stalled_worker_does_not_wind_up_the_drain_rate() {
     // 100 INVITEs/s pile up for 10 s while the worker takes nothing: q ≫ q_T, so u
     // wants to rise, but the unused budget says the drain is saturated.
-    let mut pi = DualLoopPi::new(&PiConfig::default(), 5, Time::ZERO);
+    let mut pi = DualLoopPi::new(&PiConfig::default(), 800, 5, Time::ZERO);
     let mut queued = 0usize;
     for k in 0..10_000u64 {
         let t = Time::from_millis(k);
@@ -299,7 +295,7 @@ fn a_stalled_worker_does_not_wind_up_the_drain_rate() {
 
 #[test]
 fn drain_budget_accrues_at_u_and_is_capped() {
-    let mut pi = DualLoopPi::new(&PiConfig::default(), 5, Time::ZERO);
+    let mut pi = DualLoopPi::new(&PiConfig::default(), 800, 5, Time::ZERO);
     // Nothing to drain before any control action.
     assert_eq!(pi.drain_budget(Time::from_millis(5)), 0);
     assert_eq!(pi.next_drain(Time::from_millis(5)), None);
@@ -337,7 +333,7 @@ fn nonsense_inputs_do_not_panic() {
         max_drain_rate: Some(f64::NAN),
         ..PiConfig::default()
     };
-    let mut pi = DualLoopPi::new(&config, 0, Time::MAX - Duration::from_millis(5));
+    let mut pi = DualLoopPi::new(&config, 800, 0, Time::MAX - Duration::from_millis(5));
     for k in 0..10 {
         let t = Time::MAX - Duration::from_millis(5 - k.min(5));
         pi.on_cpu_sample(t, f64::NAN);
@@ -362,5 +358,5 @@ fn gains_round_trip_as_the_es_parameter_vector() {
     assert_eq!(c.gains(), [3.5, 10.3, 19.2, 130.5]);
     let d = c.with_gains([1.0, 2.0, 3.0, 4.0]);
     assert_eq!(d.gains(), [1.0, 2.0, 3.0, 4.0]);
-    assert_eq!(d.max_queue, 800);
+    assert_eq!(d.target_cpu, c.target_cpu);
 }

@@ -1,0 +1,131 @@
+//! A simulated SIP proxy: the product's own [`ProxyCore`] at a node of the topology. This
+//! adapter only moves bytes and reports facts: datagrams in (with the simulator's
+//! retransmission mark), the core's transmits out to the nodes their addresses name, and
+//! the core's [`Record`]s into the ledger. The receive stage, queue, processor, transaction
+//! user and overload control are the core's, exactly as `sluice proxy` runs them.
+
+use bytes::Bytes;
+use sluice_proxy_core::{Processed, ProxyCore, Record};
+use sluice_time::Time;
+
+use crate::ledger::flag;
+use crate::net::{NodeId, Packet, Topology};
+use crate::node::Cx;
+use crate::wire;
+
+/// What the ledger learns from a proxy: the RE reports its queue, processor and
+/// rejections; an SE only its rejections.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Place {
+    Se,
+    Re,
+}
+
+#[derive(Debug)]
+pub(crate) struct ProxyNode {
+    pub id: NodeId,
+    pub core: ProxyCore,
+    place: Place,
+    topo: Topology,
+}
+
+impl ProxyNode {
+    pub fn new(id: NodeId, mut core: ProxyCore, place: Place, topo: Topology) -> Self {
+        core.enable_records();
+        Self {
+            id,
+            core,
+            place,
+            topo,
+        }
+    }
+
+    pub fn on_packet(&mut self, cx: &mut Cx<'_>, packet: Packet) {
+        let now = cx.now;
+        if self.place == Place::Re {
+            cx.ledger.re_arrival(now, packet.retrans);
+            if packet.bytes.starts_with(b"INVITE ") {
+                cx.ledger.re_invite_arrival(now);
+            }
+        }
+        let from = self.topo.peer(packet.from).addr;
+        self.core
+            .handle_datagram_marked(now, packet.bytes, from, packet.retrans);
+        // Work the processor can finish at this instant (an SE's, with no emulated cost)
+        // is done now, as the live shell does after a batch of datagrams.
+        if self.core.poll_timeout().is_some_and(|t| t <= now) {
+            self.core.handle_timeout(now);
+        }
+        self.flush(cx);
+    }
+
+    pub fn on_timeout(&mut self, cx: &mut Cx<'_>) {
+        self.core.handle_timeout(cx.now);
+        self.flush(cx);
+    }
+
+    pub fn deadline(&mut self) -> Option<Time> {
+        self.core.poll_timeout()
+    }
+
+    /// Hands the core's datagrams to the network and its records to the ledger.
+    fn flush(&mut self, cx: &mut Cx<'_>) {
+        while let Some(t) = self.core.poll_transmit() {
+            // The proxy's own timers' copies are counted by kind, as every node's are.
+            if t.retransmission && t.origin.is_some() {
+                cx.ledger.retransmission(&t.payload);
+            }
+            match self.topo.node_of_addr(t.to) {
+                Some(to) => cx.send(self.id, to, t.payload, t.retransmission),
+                None => cx.ledger.malformed += 1,
+            }
+        }
+        while let Some(r) = self.core.poll_record() {
+            self.record(cx, r);
+        }
+    }
+
+    fn record(&self, cx: &mut Cx<'_>, record: Record) {
+        match (self.place, record) {
+            (Place::Re, Record::Dropped { at }) => cx.ledger.re_drop(at),
+            (Place::Re, Record::Queue { at, waiting }) => cx.ledger.queue_level(at, waiting),
+            (Place::Re, Record::Busy { start, end }) => cx.ledger.busy(start, end),
+            (place, Record::Processed(p)) => processed(cx, place, &p),
+            (Place::Se, _) => {}
+        }
+    }
+}
+
+fn call_of(call_id: &Bytes) -> Option<u32> {
+    wire::parse_call_number(call_id)
+}
+
+/// The facts of one processed message for the call ledger.
+fn processed(cx: &mut Cx<'_>, place: Place, p: &Processed) {
+    let rejected_invite = p.invite && p.rejected;
+    match place {
+        Place::Se if rejected_invite => {
+            if let Some(call) = call_of(&p.call_id) {
+                cx.ledger.mark(call, flag::REJECTED_BY_SE);
+            }
+        }
+        Place::Se => {}
+        Place::Re => {
+            if p.session_start {
+                cx.ledger
+                    .invite_served(p.start, p.queueing_delay, p.rejected);
+            }
+            let mark = if rejected_invite {
+                flag::REJECTED_BY_RE
+            } else if p.status == Some(100) {
+                // The callee's 100 Trying ends at the RE (hop by hop, §16.7 step 5).
+                flag::TRYING_AT_RE
+            } else {
+                return;
+            };
+            if let Some(call) = call_of(&p.call_id) {
+                cx.ledger.mark(call, mark);
+            }
+        }
+    }
+}
