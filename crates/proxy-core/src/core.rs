@@ -412,11 +412,7 @@ fn split_hostport(s: &str) -> (String, u16) {
 
 /// Whether a request has a To tag, and whether it is this proxy's rejection tag.
 fn to_tag_kind(msg: &Message) -> (bool, bool) {
-    match msg
-        .header(HeaderName::To)
-        .and_then(NameAddr::parse)
-        .and_then(|to| to.tag())
-    {
+    match msg.header(HeaderName::To).and_then(NameAddr::tag_of) {
         Some(tag) => (true, tag == REJECT_TAG.as_bytes()),
         None => (false, false),
     }

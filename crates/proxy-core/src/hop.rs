@@ -214,8 +214,8 @@ fn traits_of(msg: &Message) -> RequestTraits {
     };
     let in_dialog = msg
         .header(HeaderName::To)
-        .and_then(NameAddr::parse)
-        .is_some_and(|to| to.tag().is_some());
+        .and_then(NameAddr::tag_of)
+        .is_some();
     let priority = msg.header_by_name("Resource-Priority").is_some()
         || msg.request_uri_raw().is_some_and(is_sos_urn);
     RequestTraits {

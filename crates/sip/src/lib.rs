@@ -18,7 +18,7 @@ mod scan;
 pub use error::{ErrorKind, ParseError, Result};
 pub use header::HeaderName;
 pub use message::{CSeq, HeaderRef, HeaderValues, Limits, Message, Method};
-pub use scan::{unquote, Param};
+pub use scan::{unquote, Param, Params};
 mod uri;
 mod via;
 

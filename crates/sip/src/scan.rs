@@ -376,8 +376,12 @@ fn next_param(s: &[u8]) -> Result<(Param<'_>, &[u8]), ()> {
     ))
 }
 
+/// A header's or URI's parameters. Inline up to four (a Via's branch, rport, received and
+/// one more; a URI's lr or transport), so parsing one allocates nothing.
+pub type Params<'a> = smallvec::SmallVec<[Param<'a>; 4]>;
+
 /// Collects all parameters, failing on the first malformed one.
-pub(crate) fn parse_params(s: &[u8]) -> Result<Vec<Param<'_>>, ()> {
+pub(crate) fn parse_params(s: &[u8]) -> Result<Params<'_>, ()> {
     params(s).collect()
 }
 

@@ -3,7 +3,7 @@
 
 use std::net::{Ipv4Addr, Ipv6Addr};
 
-use crate::scan::{self, Param};
+use crate::scan::{self, Params};
 
 /// A host as written: a domain name, an IPv4 address or a bracketed IPv6 reference.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -82,7 +82,7 @@ pub struct Uri<'a> {
     pub password: Option<&'a [u8]>,
     pub host: Option<Host<'a>>,
     pub port: Option<u16>,
-    pub params: Vec<Param<'a>>,
+    pub params: Params<'a>,
     pub headers: Option<&'a [u8]>,
 }
 
@@ -114,7 +114,7 @@ impl<'a> Uri<'a> {
             password: None,
             host: None,
             port: None,
-            params: Vec::new(),
+            params: Params::new(),
             headers: None,
         };
         if !(scheme.eq_ignore_ascii_case("sip") || scheme.eq_ignore_ascii_case("sips")) {
@@ -214,7 +214,7 @@ pub struct NameAddr<'a> {
     /// The display name as written (quoted strings keep their quotes).
     pub display: Option<&'a [u8]>,
     pub uri: &'a [u8],
-    pub params: Vec<Param<'a>>,
+    pub params: Params<'a>,
 }
 
 impl<'a> NameAddr<'a> {
@@ -266,11 +266,48 @@ impl<'a> NameAddr<'a> {
     pub fn tag(&self) -> Option<&'a [u8]> {
         self.param("tag").flatten()
     }
+
+    /// The `tag` parameter of a name-addr or addr-spec value (From, To), found without
+    /// parsing the display name or the URI: what a proxy's receive stage needs of To, at a
+    /// fraction of [`NameAddr::parse`]'s cost. Agrees with `parse(value)?.tag()` on every
+    /// value `parse` accepts; `None` when there is no tag or the brackets do not close.
+    pub fn tag_of(value: &'a [u8]) -> Option<&'a [u8]> {
+        let v = scan::trim(value);
+        let params = if v.first() == Some(&b'"') {
+            let after = &v[scan::quoted_len(v)?..];
+            &after[after.iter().position(|&b| b == b'>')? + 1..]
+        } else if let Some(lt) = v.iter().position(|&b| b == b'<') {
+            &v[lt + v[lt..].iter().position(|&b| b == b'>')? + 1..]
+        } else {
+            &v[v.iter().position(|&b| b == b';').unwrap_or(v.len())..]
+        };
+        scan::params(params)
+            .map_while(Result::ok)
+            .find(|p| p.name.eq_ignore_ascii_case(b"tag"))?
+            .value
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_fast_tag_agrees_with_the_full_parse() {
+        for v in [
+            &b"<sip:bob@example.com>;tag=a6c85cf"[..],
+            b"Bob <sip:bob@example.com;tag=not-this>;x=1; TAG = b2",
+            b"\"Bob; <tag=q>\" <sip:bob@example.com>;tag=c3",
+            b"sip:bob@example.com;tag=d4",
+            b"sip:bob@example.com",
+            b"<sip:bob@example.com;tag=uri-param-only>",
+            b"  <sip:[2001:db8::1]:5060>  ;  tag=e5 ; lr",
+        ] {
+            let full = NameAddr::parse(v).and_then(|n| n.tag());
+            assert_eq!(NameAddr::tag_of(v), full, "{}", String::from_utf8_lossy(v));
+        }
+        assert_eq!(NameAddr::tag_of(b"<sip:open;tag=x"), None);
+    }
 
     #[test]
     fn sip_uri_parts() {

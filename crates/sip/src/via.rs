@@ -6,7 +6,7 @@ use std::fmt;
 
 use crate::error::{ErrorKind, ParseError, Result};
 use crate::message::Message;
-use crate::scan::{self, Param};
+use crate::scan::{self, Params};
 use crate::uri::{parse_hostport, Host};
 use crate::HeaderName;
 
@@ -25,7 +25,7 @@ pub struct Via<'a> {
     pub transport: &'a [u8],
     pub host: Host<'a>,
     pub port: Option<u16>,
-    pub params: Vec<Param<'a>>,
+    pub params: Params<'a>,
 }
 
 /// The `oc` parameter: present without a value in requests (the client supports overload
