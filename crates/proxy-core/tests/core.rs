@@ -814,7 +814,7 @@ fn new_sessions_are_refused_before_the_table_fills_so_in_dialog_requests_still_p
 }
 
 #[test]
-fn rejections_are_stateless_and_their_ack_is_absorbed_at_the_receive_stage() {
+fn rejections_are_stateless_and_their_ack_is_ended_without_a_transaction() {
     let mut cfg = config();
     cfg.control.algorithm = "threshold".parse().unwrap();
     cfg.control.threshold.high_watermark = 0;
@@ -933,4 +933,108 @@ fn at_native_speed_the_cpu_policies_read_the_load_the_shell_measured() {
     let (cpu, rejected) = native_busy_run(&cfg);
     assert!(cpu.is_some_and(|c| (0.05..0.2).contains(&c)), "cpu {cpu:?}");
     assert_eq!(rejected, 0);
+}
+
+/// The ACK a caller sends for one of the proxy's stateless 503s (its To tag `sl-rej`).
+fn ack_for_rejection(call: &str) -> String {
+    format!(
+        "ACK sip:bob@192.0.2.1:5060 SIP/2.0\r\n\
+         Via: SIP/2.0/UDP 192.0.2.10:5062;branch=z9hG4bK{call};rport\r\n\
+         Max-Forwards: 70\r\n\
+         From: <sip:alice@192.0.2.10>;tag=a{call}\r\n\
+         To: <sip:bob@192.0.2.1>;tag=sl-rej\r\n\
+         Call-ID: {call}\r\n\
+         CSeq: 1 ACK\r\n\
+         Content-Length: 0\r\n\r\n"
+    )
+}
+
+#[test]
+fn a_rejected_call_costs_its_503_and_the_ack_that_ends_it_without_a_transaction() {
+    let mut cfg = config();
+    cfg.cost_forward_us = 1_000.0;
+    cfg.cost_reject_us = 250.0;
+    cfg.control.algorithm = "threshold".parse().unwrap();
+    cfg.control.threshold.high_watermark = 0;
+    cfg.control.threshold.low_watermark = 0;
+    let mut core = core_with(&cfg);
+    core.handle_datagram(Time::ZERO, Bytes::from(invite("r1", 70)), addr(UAC));
+    core.handle_timeout(Time::from_micros(250));
+    let rejected = drain(&mut core);
+    assert!(text(&rejected[0]).contains("tag=sl-rej"));
+    let transactions = core.stats(Time::ZERO).transactions;
+    // The ACK waits its turn and costs an ordinary message: done at 250 + 1,000 us.
+    core.handle_datagram(
+        Time::from_micros(250),
+        Bytes::from(ack_for_rejection("r1")),
+        addr(UAC),
+    );
+    assert_eq!(core.poll_timeout(), Some(Time::from_micros(1_250)));
+    core.handle_timeout(Time::from_micros(1_250));
+    assert!(drain(&mut core).is_empty(), "nothing is sent for it");
+    let s = core.stats(Time::from_micros(1_250));
+    assert_eq!(s.absorbed_reject_acks, 1);
+    assert_eq!(s.busy_virtual, Duration::from_micros(1_250));
+    assert_eq!(s.transactions, transactions, "no transaction for either");
+}
+
+#[test]
+fn background_load_takes_its_share_of_the_processor_ahead_of_the_queue() {
+    let mut cfg = config();
+    cfg.cost_forward_us = 1_000.0;
+    cfg.background_load = 0.3;
+    let mut core = core_with(&cfg);
+    // Alone, a 3 ms job every 10 ms: 30 % busy.
+    core.handle_timeout(Time::from_secs(2));
+    let s = core.stats(Time::from_secs(2));
+    assert_eq!(s.busy_virtual, Duration::from_millis(600));
+    // An INVITE arriving at the start of a job waits for it: forwarded at 3 + 1 ms.
+    core.handle_datagram(Time::from_secs(2), Bytes::from(invite("b1", 70)), addr(UAC));
+    core.handle_timeout(Time::from_millis(2_003));
+    assert!(only_to(&drain(&mut core), UAS).is_empty());
+    core.handle_timeout(Time::from_millis(2_004));
+    assert_eq!(only_to(&drain(&mut core), UAS).len(), 1);
+    // A configuration can only give other processes a share of an emulated processor.
+    let mut native = config();
+    native.background_load = 0.3;
+    assert!(native.validate().is_err());
+}
+
+#[test]
+fn records_report_queue_processor_and_each_message_and_marks_carry_to_relays() {
+    let mut cfg = config();
+    cfg.cost_forward_us = 1_000.0;
+    let mut core = core_with(&cfg);
+    core.enable_records();
+    core.handle_datagram(Time::ZERO, Bytes::from(invite("m1", 70)), addr(UAC));
+    core.handle_timeout(Time::from_millis(1));
+    let records: Vec<_> = std::iter::from_fn(|| core.poll_record()).collect();
+    use sluice_proxy_core::Record;
+    assert!(records.contains(&Record::Queue {
+        at: Time::ZERO,
+        waiting: 1
+    }));
+    assert!(records.contains(&Record::Busy {
+        start: Time::ZERO,
+        end: Time::from_millis(1)
+    }));
+    let Some(Record::Processed(p)) = records.iter().find(|r| matches!(r, Record::Processed(_)))
+    else {
+        panic!("no processed record in {records:?}")
+    };
+    assert_eq!(&p.call_id[..], b"m1");
+    assert!(p.invite && p.session_start && !p.rejected);
+    let out = drain(&mut core);
+    assert!(out.iter().all(|t| !t.retransmission));
+    // A 2xx retransmission marked by the driver is relayed statelessly with its mark.
+    let fwd = only_to(&out, UAS)[0].clone();
+    let ok = answer(&fwd, 200, "OK");
+    core.handle_datagram(Time::from_millis(2), Bytes::from(ok.clone()), addr(UAS));
+    core.handle_timeout(Time::from_millis(3));
+    assert_eq!(only_to(&drain(&mut core), UAC).len(), 1);
+    core.handle_datagram_marked(Time::from_millis(600), Bytes::from(ok), addr(UAS), true);
+    core.handle_timeout(Time::from_millis(601));
+    let relayed = drain(&mut core);
+    assert_eq!(relayed.len(), 1);
+    assert!(relayed[0].retransmission && relayed[0].origin.is_none());
 }

@@ -347,3 +347,58 @@ fn a_native_speed_re_feeds_back_what_its_measured_processor_can_serve() {
         "light {light}, saturated {saturated}"
     );
 }
+
+#[test]
+fn se_in_keep_mode_holds_new_sessions_after_their_100_and_forwards_them_when_released() {
+    // Shen et al.'s leaky bucket (keep mode) for `sluicerate`: 10 sessions/s, one per 100 ms.
+    let mut cfg = se_config();
+    cfg.overload.client.algorithms = vec![sluice_control::overload::OcAlgorithm::SluiceRate];
+    cfg.overload.client.rate_throttle = sluice_control::ThrottleKind::LeakyBucket;
+    cfg.validate().unwrap();
+    let mut core = ProxyCore::new(&cfg, addr(PROXY), Time::ZERO);
+    let out = step(&mut core, Time::ZERO, invite("k1", UAC, "").as_bytes(), UAC);
+    let fwd = out.iter().find(|t| t.to == addr(NEXT)).unwrap().clone();
+    let rate = |v: &str| {
+        v.replace(
+            ";oc;oc-algo=\"sluicerate,loss\"",
+            ";oc=10000;oc-algo=\"sluicerate\";oc-validity=5000;oc-seq=7.0",
+        )
+    };
+    step(
+        &mut core,
+        Time::from_millis(1),
+        answer(&fwd, 180, rate).as_bytes(),
+        NEXT,
+    );
+    assert_eq!(core.stats(Time::from_millis(1)).hop.client.applied, 1);
+    // The bucket lets one through, and holds the next: its caller gets 100 Trying at once.
+    let first = step(
+        &mut core,
+        Time::from_millis(2),
+        invite("k2", UAC, "").as_bytes(),
+        UAC,
+    );
+    assert!(first.iter().any(|t| t.to == addr(NEXT)));
+    let held = step(
+        &mut core,
+        Time::from_millis(3),
+        invite("k3", UAC, "").as_bytes(),
+        UAC,
+    );
+    assert_eq!(held.len(), 1, "only the 100 Trying: {held:?}");
+    assert!(text(&held[0]).starts_with("SIP/2.0 100 Trying"));
+    assert_eq!(core.stats(Time::from_millis(3)).held, 1);
+    // Released when the bucket allows, with no other input.
+    let due = core.poll_timeout().unwrap();
+    assert!(due <= Time::from_millis(103), "{due:?}");
+    core.handle_timeout(due);
+    let released: Vec<Transmit> = std::iter::from_fn(|| core.poll_transmit()).collect();
+    assert_eq!(released.len(), 1);
+    assert_eq!(released[0].to, addr(NEXT));
+    assert!(text(&released[0]).contains("Call-ID: k3\r\n"));
+    let s = core.stats(due);
+    assert_eq!(
+        (s.held, s.hop.client.held, s.hop.client.released),
+        (0, 1, 1)
+    );
+}

@@ -49,6 +49,7 @@ mod node;
 mod proxy_node;
 pub mod report;
 pub mod scenario;
+pub mod testbed;
 pub mod tuning;
 mod ua;
 mod wire;
