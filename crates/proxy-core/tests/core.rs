@@ -7,7 +7,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use bytes::Bytes;
-use sluice_proxy_core::{ProxyConfig, ProxyCore, Transmit};
+use sluice_proxy_core::{ProxyConfig, ProxyCore, Record, Transmit};
 use sluice_sip::Message;
 use sluice_time::Time;
 
@@ -1009,7 +1009,6 @@ fn records_report_queue_processor_and_each_message_and_marks_carry_to_relays() {
     core.handle_datagram(Time::ZERO, Bytes::from(invite("m1", 70)), addr(UAC));
     core.handle_timeout(Time::from_millis(1));
     let records: Vec<_> = std::iter::from_fn(|| core.poll_record()).collect();
-    use sluice_proxy_core::Record;
     assert!(records.contains(&Record::Queue {
         at: Time::ZERO,
         waiting: 1
