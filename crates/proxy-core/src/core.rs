@@ -7,7 +7,7 @@
 //! (§16.7 step 10 as amended by RFC 6026's intent, §16.11).
 
 use std::collections::{HashMap, VecDeque};
-use std::hash::{Hash, Hasher};
+use std::hash::BuildHasher;
 use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
@@ -22,9 +22,11 @@ use sluice_sip::edit::{self, RequestEdits, ResponseEdits};
 use sluice_sip::{HeaderName, Host, Limits, Message, Method, NameAddr, Uri};
 use sluice_time::Time;
 use sluice_txn::{ClientTxId, Event, Origin, Peer, Received, ServerTxId, TransactionLayer, TxId};
+use smallvec::SmallVec;
 
 use crate::config::ProxyConfig;
-use crate::invites::{self, InviteMemory, Sighting};
+use crate::hop::Offer;
+use crate::invites::{InviteMemory, Sighting};
 use crate::record::{Processed, Record};
 use crate::transmit::Transmit;
 
@@ -207,6 +209,8 @@ struct Queued {
     hold: Option<HoldKey>,
     /// The ACK for one of this proxy's stateless rejections: the processor only counts it.
     absorb: bool,
+    /// RE: from a configured neighbour, whose responses carry its overload parameters.
+    offer: Option<Offer>,
 }
 
 /// A held session: the next hop whose client holds it, and the client's id for it.
@@ -240,6 +244,8 @@ struct Link {
     cancel_pending: bool,
     /// Timer C fired once (CANCEL sent); the next firing gives up on the branch.
     timer_c_fired: bool,
+    /// RE: the upstream neighbour's offer, for the responses relayed to it.
+    offer: Option<Offer>,
 }
 
 /// The admission policy: a configured one (which may drain the INVITE queue) or one
@@ -278,6 +284,24 @@ struct InService {
     done: Time,
     cost: Duration,
 }
+
+/// RE: the RFC 7339 parameters for one response, owned while the response is built.
+struct OcStamp(Option<[(&'static str, String); 4]>);
+
+impl OcStamp {
+    /// As the codec's `top_via_params` (empty: nothing to add).
+    fn params(&self) -> SmallVec<[(&str, Option<&str>); 4]> {
+        self.0
+            .iter()
+            .flatten()
+            .map(|(name, value)| (*name, Some(value.as_str())))
+            .collect()
+    }
+}
+
+/// Tables keyed by the proxy's own identifiers (transaction slots, hold ids): nothing a
+/// peer chooses, so a fixed-seed hash is safe, and nothing iterates them into output.
+type Map<K, V> = HashMap<K, V, foldhash::fast::FixedState>;
 
 /// Why a request could not be routed.
 enum RouteError {
@@ -321,29 +345,33 @@ pub struct ProxyCore {
     me_port: u16,
     local: SocketAddr,
     record_route: Vec<u8>,
-    links: HashMap<ClientTxId, Link>,
+    links: Map<ClientTxId, Link>,
     /// Timer C (§16.6 step 11, §16.8) per proxied INVITE, in deadline order (one duration,
     /// so a FIFO suffices); entries of finished branches are skipped when they come up.
     timer_c: VecDeque<(Time, ClientTxId)>,
     timer_c_duration: Duration,
     t1_x64: Duration,
-    by_server: HashMap<ServerTxId, ClientTxId>,
+    by_server: Map<ServerTxId, ClientTxId>,
     branch_counter: u64,
     via_buf: Vec<u8>,
     out: VecDeque<Transmit>,
     draining: bool,
     stats: CoreStats,
     /// Sessions held by the SE's clients in keep mode, bounded by their hold limits.
-    held: HashMap<HoldKey, Held>,
+    held: Map<HoldKey, Held>,
     /// Other processes' load: a job of `background_cost` due at `background_at`, then
     /// every [`BACKGROUND_PERIOD`].
     background_cost: Duration,
     background_at: Option<Time>,
+    /// The latest instant the driver gave: when what `poll_transmit` hands out is sent.
+    last_now: Time,
     /// What the processor did, for a driver that asked (`enable_records`).
     records: Option<VecDeque<Record>>,
     // Per message in the processor.
     cur_retransmission: bool,
     cur_hold: Option<HoldKey>,
+    /// RE: the offer of the request being processed, for the responses made for it.
+    cur_offer: Option<Offer>,
     cur_reject: bool,
     cur_accepted: bool,
     cur_to_tag: bool,
@@ -457,24 +485,26 @@ impl ProxyCore {
             me_port,
             local,
             record_route,
-            links: HashMap::new(),
+            links: Map::default(),
             timer_c: VecDeque::new(),
             timer_c_duration: config.timer_c(),
             t1_x64: txn_config.t1_x64(),
-            by_server: HashMap::new(),
+            by_server: Map::default(),
             branch_counter: 0,
             via_buf: Vec::with_capacity(128),
             out: VecDeque::new(),
             draining: false,
             stats: CoreStats::default(),
-            held: HashMap::new(),
+            held: Map::default(),
             background_cost: Duration::from_secs_f64(
                 config.background_load * BACKGROUND_PERIOD.as_secs_f64(),
             ),
             background_at: (config.background_load > 0.0).then_some(now),
             records: None,
+            last_now: now,
             cur_retransmission: false,
             cur_hold: None,
+            cur_offer: None,
             cur_reject: false,
             cur_accepted: false,
             cur_to_tag: false,
@@ -511,6 +541,7 @@ impl ProxyCore {
         from: SocketAddr,
         retransmission: bool,
     ) {
+        self.last_now = now;
         self.stats.datagrams_in += 1;
         self.stats.bytes_in += payload.len() as u64;
         self.stats.in_by_kind.count(&payload);
@@ -541,7 +572,7 @@ impl ProxyCore {
         // A retransmitted initial INVITE is not a new session: it must not be rejected while
         // its original waits in the queue (and one whose call was rejected gets the same 503).
         let invite_key = (msg.method() == Some(&Method::Invite) && !to_tag).then(|| {
-            invites::key(
+            self.invites.key(
                 msg.top_via_branch().unwrap_or_default(),
                 msg.header(HeaderName::CallId).unwrap_or_default(),
             )
@@ -562,7 +593,7 @@ impl ProxyCore {
             Some(Method::Invite) => MessageSummary::repeated_invite(None),
             Some(_) => MessageSummary::other_request(None),
         };
-        let summary = self.hop.on_arrival(now, &msg, from, summary, |branch| {
+        let (summary, offer) = self.hop.on_arrival(now, &msg, from, summary, |branch| {
             branch.starts_with(BRANCH_PREFIX.as_bytes())
         });
         // SE: RFC 7339 reduction towards the next hop, here at the cheap path; in-dialog
@@ -661,6 +692,7 @@ impl ProxyCore {
             retransmission,
             hold,
             absorb,
+            offer,
         };
         if to_invite_queue {
             self.occupancy_now.invites += 1;
@@ -779,6 +811,7 @@ impl ProxyCore {
 
     /// Runs the processor up to `now` and fires due timers.
     pub fn handle_timeout(&mut self, now: Time) {
+        self.last_now = now;
         self.release_held(now);
         self.txn.handle_timeout(now);
         self.hop.handle_timeout(now);
@@ -871,7 +904,8 @@ impl ProxyCore {
 
     /// The next datagram to send.
     pub fn poll_transmit(&mut self) -> Option<Transmit> {
-        let t = self.hop.outgoing(self.out.pop_front()?);
+        let t = self.out.pop_front()?;
+        let t = self.hop.restamp(self.last_now, t);
         self.stats.datagrams_out += 1;
         self.stats.bytes_out += t.payload.len() as u64;
         self.stats.out_by_kind.count(&t.payload);
@@ -1142,7 +1176,7 @@ impl ProxyCore {
         }
         if q.reject && !q.to_tag && q.msg.method() == Some(&Method::Invite) {
             self.cur_retransmission = q.retransmission;
-            self.reject_stateless(&q);
+            self.reject_stateless(now, &q);
             self.cur_retransmission = false;
             return;
         }
@@ -1150,6 +1184,7 @@ impl ProxyCore {
         self.cur_accepted = false;
         self.cur_to_tag = q.to_tag;
         self.cur_retransmission = q.retransmission;
+        self.cur_offer = q.offer;
         let msg = q.msg;
         // Requests are validated in full (§16.3) before anything is forwarded. Responses are
         // relayed with the fields the admission parse checked (Via branch, CSeq): validating
@@ -1182,6 +1217,7 @@ impl ProxyCore {
         }
         self.cur_reject = false;
         self.cur_retransmission = false;
+        self.cur_offer = None;
     }
 
     /// A rejection is answered without a transaction (RFC 3261 §8.2.7's stateless UAS
@@ -1190,12 +1226,19 @@ impl ProxyCore {
     /// retransmitted INVITE is rejected again the same way, and the processor ends the ACK
     /// without a transaction, so a rejected call costs the 503 and the ACK and leaves no
     /// state.
-    fn reject_stateless(&mut self, q: &Queued) {
+    fn reject_stateless(&mut self, now: Time, q: &Queued) {
         if q.msg.top_via().is_err() || q.msg.header(HeaderName::CallId).is_none() {
             self.stats.invalid += 1;
             return;
         }
-        let mut b = edit::response_to(&q.msg, 503).to_tag(REJECT_TAG);
+        let stamp = match &q.offer {
+            Some(offer) => OcStamp(self.hop.stamp(now, offer)),
+            None => OcStamp(None),
+        };
+        let params = stamp.params();
+        let mut b = edit::response_to(&q.msg, 503)
+            .to_tag(REJECT_TAG)
+            .top_via_params(&params);
         if self.retry_after > 0 {
             b = b.retry_after(self.retry_after);
         }
@@ -1230,7 +1273,9 @@ impl ProxyCore {
     }
 
     fn respond(&mut self, now: Time, tx: ServerTxId, request: &Message, status: u16) {
-        let mut b = edit::response_to(request, status);
+        let stamp = self.stamp(now);
+        let params = stamp.params();
+        let mut b = edit::response_to(request, status).top_via_params(&params);
         if status > 100 {
             b = b.to_tag("sl");
         }
@@ -1238,6 +1283,12 @@ impl ProxyCore {
             b = b.retry_after(self.retry_after);
         }
         let _ = self.txn.respond_bytes(now, tx, status, b.build());
+    }
+
+    /// RE: the overload parameters for a response to the request being processed, as
+    /// `top_via_params` (none for anyone but a participating configured neighbour).
+    fn stamp(&mut self, now: Time) -> OcStamp {
+        OcStamp(self.cur_offer.as_ref().and_then(|o| self.hop.stamp(now, o)))
     }
 
     fn on_event(&mut self, now: Time, event: Event) {
@@ -1290,12 +1341,15 @@ impl ProxyCore {
         }
         link.final_relayed = true;
         let (server, request) = (link.server, link.request.clone());
+        let offer = link.offer.clone();
+        let outer = std::mem::replace(&mut self.cur_offer, offer);
         if status == 408 {
             self.stats.timeouts_408 += 1;
         } else {
             self.stats.transport_503 += 1;
         }
         self.respond(now, server, &request, status);
+        self.cur_offer = outer;
     }
 
     fn on_request(
@@ -1414,6 +1468,7 @@ impl ProxyCore {
                         final_relayed: false,
                         cancel_pending: false,
                         timer_c_fired: false,
+                        offer: self.cur_offer.clone(),
                     },
                 );
                 self.by_server.insert(tx, client);
@@ -1460,11 +1515,15 @@ impl ProxyCore {
             link.final_relayed = true;
         }
         let server = link.server;
+        let stamp = match &link.offer {
+            Some(offer) => OcStamp(self.hop.stamp(now, offer)),
+            None => OcStamp(None),
+        };
         let bytes = edit::forward_response(
             response,
             &ResponseEdits {
                 pop_via: true,
-                ..ResponseEdits::default()
+                top_via_params: &stamp.params(),
             },
         );
         if self.txn.respond_bytes(now, server, status, bytes).is_ok() {
@@ -1522,9 +1581,9 @@ impl ProxyCore {
         };
         // Stateless: the branch is a function of the received one, so a retransmitted ACK
         // gets the same branch (§16.11).
-        let mut h = std::hash::DefaultHasher::new();
-        request.top_via_branch().unwrap_or_default().hash(&mut h);
-        let branch = format!("{BRANCH_PREFIX}a{:x}", h.finish());
+        let h = foldhash::fast::FixedState::default()
+            .hash_one(request.top_via_branch().unwrap_or_default());
+        let branch = format!("{BRANCH_PREFIX}a{h:x}");
         let bytes = self.edit_request(request, from, &branch, pop_route, false, None);
         self.stats.forwarded_acks += 1;
         self.send_stateless(dest, bytes);
@@ -1600,15 +1659,13 @@ impl ProxyCore {
         let first = routes
             .next()
             .and_then(Result::ok)
-            .and_then(NameAddr::parse)
-            .and_then(|n| n.uri());
+            .and_then(NameAddr::uri_of);
         let pop = first.as_ref().is_some_and(|u| self.names_me(u));
         let next_route = if pop {
             routes
                 .next()
                 .and_then(Result::ok)
-                .and_then(NameAddr::parse)
-                .and_then(|n| n.uri())
+                .and_then(NameAddr::uri_of)
         } else {
             first
         };
@@ -1620,6 +1677,12 @@ impl ProxyCore {
                 .and_then(host_ip)
                 .ok_or(RouteError::NoRoute)?;
             SocketAddr::new(ip, route.port.unwrap_or(5060))
+        } else if let (false, true, Some(next_hop)) =
+            (self.cur_to_tag, self.routes.is_empty(), self.next_hop)
+        {
+            // A new request with no rules to match goes to the next hop: the Request-URI
+            // would only be the fallback.
+            next_hop
         } else {
             let ruri = request.request_uri_raw().and_then(Uri::parse);
             let rule = ruri.as_ref().and_then(|u| {

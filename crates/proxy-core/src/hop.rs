@@ -7,10 +7,10 @@
 //!   fed from the receive stage (`on_arrival`), the queue (`on_queue`) and
 //!   the processor (`on_processed`). Every response leaving for a configured neighbour
 //!   whose top Via carries `oc` (the neighbour declared support) gets `oc`, `oc-algo`,
-//!   `oc-validity` and `oc-seq` on that Via: relayed responses, the proxy's own 100 and
-//!   503s, retransmissions. The stamp is applied at the output, so no path that produces a
-//!   response can miss it. Requests and responses to anyone else carry nothing and give
-//!   nothing (counted).
+//!   `oc-validity` and `oc-seq` on that Via: relayed responses and the proxy's own 100 and
+//!   503s where they are made (the request's neighbour and offer come with it from the
+//!   receive stage), and retransmissions, restamped at the output. Requests and
+//!   responses to anyone else carry nothing and give nothing (counted).
 //! * `role = "se"`: one [`OcClient`] per configured next hop (`next_hops`, default the
 //!   proxy's `next_hop`). Every out-of-dialog request bound for it is offered to the client
 //!   at the receive stage (a reduced one is answered 503 at the rejection cost); the Via
@@ -23,8 +23,9 @@ use std::net::SocketAddr;
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 use sluice_control::overload::{
-    is_sos_urn, OcClient, OcClientConfig, OcClientStats, OcResponse, OcSequence, OcServer,
-    OcServerConfig, OcServerStats, OcVerdict, RequestMethod, RequestTraits, FEED_FORWARD_PARAM,
+    is_sos_urn, OcAlgorithm, OcClient, OcClientConfig, OcClientStats, OcResponse, OcSequence,
+    OcServer, OcServerConfig, OcServerStats, OcVerdict, RequestMethod, RequestTraits,
+    FEED_FORWARD_PARAM,
 };
 use sluice_control::{
     Algorithm, AnyFeedbackGenerator, Completion, ControlConfig, FeedbackGenerator, MessageSummary,
@@ -33,6 +34,7 @@ use sluice_control::{
 use sluice_sip::edit::{self, ResponseEdits};
 use sluice_sip::{HeaderName, Message, Method, NameAddr, Oc};
 use sluice_time::Time;
+use smallvec::SmallVec;
 
 use crate::transmit::Transmit;
 
@@ -189,6 +191,17 @@ impl HopStats {
     }
 }
 
+/// What a request from a configured neighbour said about overload control (RFC 7339
+/// §5.1): its responses are stamped for that neighbour, with one of the algorithms it
+/// offered, if it declared `oc`.
+#[derive(Clone, Debug)]
+pub(crate) struct Offer {
+    neighbour: NeighbourId,
+    participating: bool,
+    /// The algorithms of its `oc-algo` that sluice knows, in its order of preference.
+    algorithms: SmallVec<[OcAlgorithm; 4]>,
+}
+
 /// The hop-by-hop control state of one proxy.
 pub(crate) struct Hop {
     role: HopRole,
@@ -197,8 +210,6 @@ pub(crate) struct Hop {
     server: Option<OcServer>,
     /// Ordered, so what several clients release goes out in the same order every run.
     clients: BTreeMap<SocketAddr, OcClient>,
-    /// The latest instant the core has seen; the output hook has none of its own.
-    now: Time,
     stats: HopStats,
     scratch: String,
 }
@@ -258,7 +269,6 @@ impl Hop {
             generator: None,
             server: None,
             clients: BTreeMap::new(),
-            now,
             stats: HopStats::default(),
             scratch: String::new(),
         };
@@ -296,7 +306,8 @@ impl Hop {
     /// Receive stage, for every parsed message: RE bookkeeping (the message's source for
     /// the generator, arrivals and feed-forward per neighbour), SE feedback from a next
     /// hop's response whose top Via is ours (`ours` tells by the branch). Returns the
-    /// summary with its source filled in.
+    /// summary with its source filled in and, for a request from a configured neighbour,
+    /// what its responses are stamped for.
     pub(crate) fn on_arrival(
         &mut self,
         now: Time,
@@ -304,8 +315,8 @@ impl Hop {
         from: SocketAddr,
         mut summary: MessageSummary,
         ours: impl Fn(&[u8]) -> bool,
-    ) -> MessageSummary {
-        self.now = now;
+    ) -> (MessageSummary, Option<Offer>) {
+        let mut offer = None;
         match self.role {
             HopRole::None => {}
             HopRole::Re => {
@@ -316,6 +327,21 @@ impl Hop {
                     match source {
                         Some(n) => {
                             self.stats.neighbour_requests += 1;
+                            let participating =
+                                via.as_ref().is_some_and(|v| matches!(v.oc(), Ok(Some(_))));
+                            offer = Some(Offer {
+                                neighbour: n,
+                                participating,
+                                algorithms: via
+                                    .as_ref()
+                                    .filter(|_| participating)
+                                    .map(|v| {
+                                        v.oc_algo_tokens()
+                                            .filter_map(OcAlgorithm::from_token_bytes)
+                                            .collect()
+                                    })
+                                    .unwrap_or_default(),
+                            });
                             let ff = via
                                 .as_ref()
                                 .and_then(|v| v.param(FEED_FORWARD_PARAM))
@@ -346,7 +372,7 @@ impl Hop {
                 }
             }
         }
-        summary
+        (summary, offer)
     }
 
     fn on_next_hop_response(
@@ -368,7 +394,10 @@ impl Hop {
             }
             return;
         };
-        let algorithms = via.oc_algo();
+        let algorithm = via
+            .oc_algo_tokens()
+            .next()
+            .and_then(|t| std::str::from_utf8(t).ok());
         let (Ok(oc), Ok(validity), Ok(seq)) = (via.oc(), via.oc_validity(), via.oc_seq()) else {
             client.on_malformed();
             return;
@@ -378,7 +407,7 @@ impl Hop {
                 Some(Oc::Value(v)) => Some(u64::from(v)),
                 _ => None,
             },
-            algorithm: algorithms.first().map(String::as_str),
+            algorithm,
             validity_ms: validity.map(u64::from),
             seq: seq.map(|s| OcSequence {
                 integer: s.integer,
@@ -427,7 +456,6 @@ impl Hop {
     }
 
     pub(crate) fn handle_timeout(&mut self, now: Time) {
-        self.now = now;
         if let Some(g) = self.generator.as_mut() {
             if g.poll_timeout().is_some_and(|t| t <= now) {
                 g.handle_timeout(now);
@@ -452,42 +480,63 @@ impl Hop {
             .min()
     }
 
-    /// RE, output: stamps a response bound for a participating configured neighbour.
-    pub(crate) fn outgoing(&mut self, mut t: Transmit) -> Transmit {
-        if self.role != HopRole::Re || !t.payload.starts_with(b"SIP/2.0 ") {
+    /// RE: the parameters for a response to a request that came with `offer` (RFC 7339
+    /// §5.2): for a participating neighbour, what its algorithm says now, with a fresh
+    /// `oc-seq`; nothing for anyone else. Called where the response is made, so it costs
+    /// no second parse of the response.
+    pub(crate) fn stamp(
+        &mut self,
+        now: Time,
+        offer: &Offer,
+    ) -> Option<[(&'static str, String); 4]> {
+        if !offer.participating {
+            self.stats.responses_not_participating += 1;
+            return None;
+        }
+        let (Some(server), Some(generator)) = (self.server.as_mut(), self.generator.as_mut())
+        else {
+            return None;
+        };
+        let offered: SmallVec<[&str; 4]> = offer.algorithms.iter().map(|a| a.token()).collect();
+        let feedback = generator.feedback_for(now, offer.neighbour);
+        let Some(params) = server.response_params(now, offer.neighbour, &offered, feedback) else {
+            self.stats.responses_without_feedback += 1;
+            return None;
+        };
+        self.stats.responses_stamped += 1;
+        Some(params.pairs())
+    }
+
+    /// RE, output: a copy of an earlier response (a transaction's retransmission, a relayed
+    /// 2xx retransmission) bound for a configured neighbour gets fresh parameters, as the
+    /// original got them where it was made: an old `oc-seq` would be ignored as stale.
+    pub(crate) fn restamp(&mut self, now: Time, mut t: Transmit) -> Transmit {
+        if self.role != HopRole::Re || !t.retransmission || !t.payload.starts_with(b"SIP/2.0 ") {
             return t;
         }
         let Some(&n) = self.neighbours.get(&t.to) else {
             return t;
         };
-        if let Some(stamped) = self.stamp(n, &t.payload) {
+        if let Some(stamped) = self.restamped(now, n, &t.payload) {
             t.payload = stamped;
         }
         t
     }
 
-    fn stamp(&mut self, n: NeighbourId, payload: &Bytes) -> Option<Bytes> {
-        let now = self.now;
+    fn restamped(&mut self, now: Time, n: NeighbourId, payload: &Bytes) -> Option<Bytes> {
         let msg = Message::parse(payload.clone()).ok()?;
         let via = msg.top_via().ok()?;
-        if !matches!(via.oc(), Ok(Some(_))) {
-            self.stats.responses_not_participating += 1;
-            return None;
-        }
-        let offered = via.oc_algo();
-        let (Some(server), Some(generator)) = (self.server.as_mut(), self.generator.as_mut())
-        else {
-            return None;
+        let offer = Offer {
+            neighbour: n,
+            participating: matches!(via.oc(), Ok(Some(_))),
+            algorithms: via
+                .oc_algo_tokens()
+                .filter_map(OcAlgorithm::from_token_bytes)
+                .collect(),
         };
-        let feedback = generator.feedback_for(now, n);
-        let Some(params) = server.response_params(now, n, &offered, feedback) else {
-            self.stats.responses_without_feedback += 1;
-            return None;
-        };
-        let pairs = params.pairs();
-        let edits: Vec<(&str, Option<&str>)> =
+        let pairs = self.stamp(now, &offer)?;
+        let edits: SmallVec<[(&str, Option<&str>); 4]> =
             pairs.iter().map(|(k, v)| (*k, Some(v.as_str()))).collect();
-        self.stats.responses_stamped += 1;
         Some(edit::forward_response(
             &msg,
             &ResponseEdits {

@@ -4,7 +4,7 @@
 //! caller would see a 503 for a call the proxy goes on to forward.
 
 use std::collections::{HashMap, VecDeque};
-use std::hash::{Hash, Hasher};
+use std::hash::BuildHasher;
 use std::time::Duration;
 
 use sluice_time::Time;
@@ -33,7 +33,11 @@ enum State {
 /// seen, when no copy can still be in flight.
 #[derive(Debug)]
 pub(crate) struct InviteMemory {
-    seen: HashMap<u64, State>,
+    /// Keyed by [`InviteMemory::key`], already a keyed hash: the map's own is a plain mix.
+    seen: HashMap<u64, State, foldhash::fast::FixedState>,
+    /// Keyed per process: the branch and Call-ID come from peers, so a fixed hash would
+    /// let them choose colliding keys.
+    hasher: foldhash::quality::RandomState,
     order: VecDeque<(Time, u64)>,
     ttl: Duration,
     limit: usize,
@@ -41,19 +45,17 @@ pub(crate) struct InviteMemory {
     pub full: u64,
 }
 
-/// The key of an INVITE: its top Via branch and Call-ID (the branch alone would do for
-/// RFC 3261 clients; the Call-ID guards against clients that reuse branches).
-pub(crate) fn key(branch: &[u8], call_id: &[u8]) -> u64 {
-    let mut h = std::hash::DefaultHasher::new();
-    branch.hash(&mut h);
-    call_id.hash(&mut h);
-    h.finish()
-}
-
 impl InviteMemory {
+    /// The key of an INVITE: its top Via branch and Call-ID (the branch alone would do for
+    /// RFC 3261 clients; the Call-ID guards against clients that reuse branches).
+    pub(crate) fn key(&self, branch: &[u8], call_id: &[u8]) -> u64 {
+        self.hasher.hash_one((branch, call_id))
+    }
+
     pub fn new(ttl: Duration, limit: usize) -> Self {
         Self {
-            seen: HashMap::new(),
+            seen: HashMap::default(),
+            hasher: foldhash::quality::RandomState::default(),
             order: VecDeque::new(),
             ttl,
             limit,

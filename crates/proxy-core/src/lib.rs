@@ -121,7 +121,7 @@
 //! The RE drives Shen et al.'s feedback generator from the receive stage, the queue and
 //! the processor, and stamps `oc`, `oc-algo`, `oc-validity`, `oc-seq` on the top Via of
 //! every response leaving for a configured neighbour that declared `oc` (relayed ones, its
-//! own 100 and 503s, retransmissions: the stamp is applied at the output). Others get
+//! own 100 and 503s, retransmissions). Others get
 //! nothing, and their `oc` is counted. Rejections carry no Retry-After on either side (the
 //! config refuses `retry_after_s` with `role = "re"` or `"se"`, RFC 7339 §5.10). The SE offers every out-of-dialog request
 //! bound for a configured next hop to that hop's `sluice_control::overload::OcClient`

@@ -186,6 +186,19 @@ impl<'a> Via<'a> {
             .unwrap_or_default()
     }
 
+    /// The tokens of `oc-algo` as written, quotes and blanks removed, without allocating
+    /// (the receive stage reads them on every request from a neighbour).
+    pub fn oc_algo_tokens(&self) -> impl Iterator<Item = &'a [u8]> {
+        let list = self.param("oc-algo").flatten().unwrap_or_default();
+        let list = list
+            .strip_prefix(b"\"")
+            .and_then(|l| l.strip_suffix(b"\""))
+            .unwrap_or(list);
+        list.split(|&b| b == b',')
+            .map(scan::trim)
+            .filter(|t| !t.is_empty())
+    }
+
     /// `oc-validity` in milliseconds; an error if it is not a number.
     pub fn oc_validity(&self) -> std::result::Result<Option<u32>, BadParam> {
         match self.param("oc-validity") {
@@ -242,6 +255,23 @@ impl Message {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn oc_algo_tokens_agree_with_the_allocated_list() {
+        for raw in [
+            &b"SIP/2.0/UDP h;branch=z9hG4bK1;oc;oc-algo=\"Loss, rate ,sluicewin\""[..],
+            b"SIP/2.0/UDP h;branch=z9hG4bK1;oc-algo=loss",
+            b"SIP/2.0/UDP h;branch=z9hG4bK1;oc",
+            b"SIP/2.0/UDP h;branch=z9hG4bK1;oc-algo=\",,\"",
+        ] {
+            let v = Via::parse(raw).unwrap();
+            let tokens: Vec<String> = v
+                .oc_algo_tokens()
+                .map(|t| String::from_utf8_lossy(t).to_ascii_lowercase())
+                .collect();
+            assert_eq!(tokens, v.oc_algo(), "{}", String::from_utf8_lossy(raw));
+        }
+    }
 
     #[test]
     fn via_with_whitespace_ipv6_and_rfc7339_params() {

@@ -134,6 +134,14 @@ impl OcAlgorithm {
         matches!(self, OcAlgorithm::SluiceWindow | OcAlgorithm::SluiceRate)
     }
 
+    /// As [`OcAlgorithm::from_token`], for a token as it stands in a message.
+    pub fn from_token_bytes(token: &[u8]) -> Option<OcAlgorithm> {
+        let token = token.trim_ascii();
+        OcAlgorithm::ALL
+            .into_iter()
+            .find(|a| a.token().as_bytes().eq_ignore_ascii_case(token))
+    }
+
     /// Tokens compare case-insensitively; surrounding blanks are ignored.
     pub fn from_token(token: &str) -> Option<OcAlgorithm> {
         let token = token.trim();
