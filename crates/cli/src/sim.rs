@@ -1,27 +1,32 @@
 //! `sluice sim`: run an experiment (a TOML file or a built-in name) in the simulator and write
-//! `summary.csv`, per-run JSON, time series and SVG plots into an output folder.
+//! `summary.csv`, per-run JSON, time series and SVG plots into an output folder; or one shard
+//! of its runs, and `sluice sim merge` to join the shards.
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use clap::Args;
+use clap::{Args, Subcommand};
 use sluice_bench::builtin;
 use sluice_bench::parallel::cores;
-use sluice_bench::sweep::run_all;
+use sluice_bench::sweep::{run_all, run_shard};
+use sluice_report::shard::{merge, Shard};
 use sluice_sim::experiment::{Experiment, Overrides, RunPoint};
 use sluice_sim::RunReport;
 
 use crate::terminal::Terminal;
 
 #[derive(Args, Debug)]
+#[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
 pub struct SimArgs {
+    #[command(subcommand)]
+    command: Option<SimCommand>,
     /// An experiment: a TOML file, or the name of a built-in one (see --list).
     #[arg(required_unless_present = "list")]
     experiment: Option<String>,
     /// List the built-in experiments and exit.
     #[arg(long)]
     list: bool,
-    /// Output folder (default: out/NAME).
+    /// Output folder (default: out/NAME, with --shard out/NAME/shard-I-of-N).
     #[arg(long)]
     out: Option<PathBuf>,
     /// Run with these seeds instead of the experiment's (repeatable).
@@ -36,9 +41,35 @@ pub struct SimArgs {
     /// Only these offered loads of the sweep (repeatable).
     #[arg(long = "load")]
     loads: Vec<f64>,
+    /// Run only shard I of N (I/N, from 1): the points whose index is I-1 modulo N, written
+    /// as a partial output for `sluice sim merge`. `env`: from a job array's environment,
+    /// Kubernetes' JOB_COMPLETION_INDEX (from 0; give --shards) or Slurm's
+    /// SLURM_ARRAY_TASK_ID (from SLURM_ARRAY_TASK_MIN; count SLURM_ARRAY_TASK_COUNT).
+    #[arg(long, value_name = "I/N|env")]
+    shard: Option<String>,
+    /// The number of shards, with --shard env (a Kubernetes Indexed Job's completions).
+    #[arg(long, requires = "shard")]
+    shards: Option<usize>,
+}
+
+#[derive(Subcommand, Debug)]
+enum SimCommand {
+    /// Join the partial outputs of `sluice sim ... --shard I/N` (one folder per shard, all of
+    /// them) into the output one unsharded run writes.
+    Merge {
+        /// The shards' output folders.
+        #[arg(required = true)]
+        dirs: Vec<PathBuf>,
+        /// Output folder (default: out/NAME).
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
 }
 
 pub fn run(args: &SimArgs) -> Result<(), String> {
+    if let Some(SimCommand::Merge { dirs, out }) = &args.command {
+        return merge_shards(dirs, out.as_deref());
+    }
     if args.list {
         for (name, title) in builtin::titles(builtin::SIMULATOR) {
             println!("{name:<28} {title}");
@@ -53,22 +84,59 @@ pub fn run(args: &SimArgs) -> Result<(), String> {
         loads: (!args.loads.is_empty()).then(|| args.loads.clone()),
     };
     let experiment = Experiment::from_toml(&text, &overrides)?;
-    let out = args
-        .out
-        .clone()
-        .unwrap_or_else(|| Path::new("out").join(&experiment.name));
+    let shard = match args.shard.as_deref() {
+        None => None,
+        Some("env") => Some(Shard::from_env(|v| std::env::var(v).ok(), args.shards)?),
+        Some(spec) if args.shards.is_none() => Some(Shard::parse(spec)?),
+        Some(_) => return Err("--shards goes with --shard env".into()),
+    };
+    let out = args.out.clone().unwrap_or_else(|| {
+        let dir = Path::new("out").join(&experiment.name);
+        match shard {
+            Some(s) => dir.join(format!("shard-{}-of-{}", s.index(), s.count())),
+            None => dir,
+        }
+    });
     std::fs::create_dir_all(&out).map_err(|e| format!("creating {}: {e}", out.display()))?;
     let jobs = args.jobs.unwrap_or_else(cores).max(1);
     let console = Terminal::open();
     let started = Instant::now();
-    let reports = run_all(&experiment, jobs, &out, &console)?;
+    let runs: Vec<(usize, RunReport)> = match shard {
+        None => run_all(&experiment, jobs, &out, &console)?
+            .into_iter()
+            .enumerate()
+            .collect(),
+        Some(s) => run_shard(&experiment, &text, &overrides, s, jobs, &out, &console)?,
+    };
     let wall = started.elapsed().as_secs_f64();
-    print_table(&experiment, experiment.points.iter().zip(&reports));
-    let messages: u64 = reports.iter().map(|r| r.messages_simulated).sum();
+    print_table(
+        &experiment,
+        runs.iter().map(|(i, r)| (&experiment.points[*i], r)),
+    );
+    let messages: u64 = runs.iter().map(|(_, r)| r.messages_simulated).sum();
+    let what = match shard {
+        None => String::new(),
+        Some(s) => format!(" of shard {s}"),
+    };
     eprintln!(
-        "{} runs in {wall:.1} s wall ({jobs} jobs, {:.2} M simulated messages/s); output in {}",
-        reports.len(),
+        "{} runs{what} in {wall:.1} s wall ({jobs} jobs, {:.2} M simulated messages/s); output in {}",
+        runs.len(),
         messages as f64 / wall.max(1e-9) / 1e6,
+        out.display()
+    );
+    Ok(())
+}
+
+fn merge_shards(dirs: &[PathBuf], out: Option<&Path>) -> Result<(), String> {
+    let merged = merge(dirs)?;
+    let e = &merged.experiment;
+    let out = out.map_or_else(|| Path::new("out").join(&e.name), Path::to_owned);
+    sluice_report::experiment::write_all(&out, e, &merged.reports)?;
+    print_table(e, e.points.iter().zip(&merged.reports));
+    eprintln!(
+        "{} shards, {} runs merged; output in {}",
+        dirs.len(),
+        merged.reports.len(),
         out.display()
     );
     Ok(())

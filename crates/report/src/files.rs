@@ -1,7 +1,10 @@
 //! What every writer of result files needs: CSV quoting, file names from labels, and writes
 //! whose errors name the file.
 
+use std::fmt::Write as _;
 use std::path::Path;
+
+use sha2::{Digest, Sha256};
 
 /// A CSV field, quoted when it holds a comma, a quote or a line break.
 pub fn csv_field(s: &str) -> String {
@@ -41,6 +44,16 @@ pub fn read(path: &Path) -> Result<String, String> {
     std::fs::read_to_string(path).map_err(|e| format!("reading {}: {e}", path.display()))
 }
 
+/// SHA-256 of `bytes`, in hex: names an experiment's text in a shard's manifest.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    Sha256::digest(bytes)
+        .iter()
+        .fold(String::with_capacity(64), |mut hex, b| {
+            let _ = write!(hex, "{b:02x}");
+            hex
+        })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -50,6 +63,14 @@ mod tests {
         assert_eq!(csv_field("win-cont"), "win-cont");
         assert_eq!(csv_field("a,b"), "\"a,b\"");
         assert_eq!(csv_field("say \"hi\""), "\"say \"\"hi\"\"\"");
+    }
+
+    #[test]
+    fn sha256_is_the_standard_one() {
+        assert_eq!(
+            sha256_hex(b"abc"),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
     }
 
     #[test]
