@@ -1,5 +1,5 @@
 //! sluice-bench: runs sluice's experiments. Simulated sweeps on every core or one shard of
-//! them at a time, the Extremum Seeking tuner, the simulator's speed check, and the live
+//! them at a time, the Extremum Seeking tuner (resumable), the simulator's speed check, and the live
 //! benches on loopback: a proxy's highest clean call rate (`bench proxy`), local
 //! overload control against `g_opt(r)` (`bench overload`, `demo`), the hop-by-hop topology
 //! and its dynamic load beside the simulator's run of the same experiment, and a proxy's own

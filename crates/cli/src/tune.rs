@@ -1,16 +1,19 @@
 //! `sluice tune`: Extremum Seeking tuning of the PI gains against the simulator (De Cicco,
 //! Cofano & Mascolo §VI), writing the trajectory of `θ` and `J` (CSV and SVG, like their
-//! Figure 6) and the result.
+//! Figure 6) and the result; `--resume` continues an interrupted run.
 
+use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use clap::Args;
 use sluice_bench::builtin;
 use sluice_bench::parallel::cores;
-use sluice_bench::tuning::tune;
+use sluice_bench::tuning::{tune, Tuned, Tuning};
 use sluice_report::tuning::{settling, SETTLING_WINDOW};
 use sluice_sim::tuning::TuningExperiment;
+
+use crate::terminal::Terminal;
 
 #[derive(Args, Debug)]
 pub struct TuneArgs {
@@ -34,6 +37,10 @@ pub struct TuneArgs {
     /// Parallel simulations (default: the number of cores).
     #[arg(long)]
     jobs: Option<usize>,
+    /// Continue the interrupted run in the output folder from its last finished iteration
+    /// (same experiment, --theta0 and --run-length; --iterations may be raised).
+    #[arg(long)]
+    resume: bool,
 }
 
 pub fn run(args: &TuneArgs) -> Result<(), String> {
@@ -89,7 +96,18 @@ pub fn run(args: &TuneArgs) -> Result<(), String> {
         e.cost.run_length.as_secs_f64(),
         e.es.theta0
     );
-    let outcome = tune(&e, jobs, &out)?;
+    let tuning = Tuning {
+        experiment: &e,
+        text: &text,
+        out: &out,
+        jobs,
+        resume: args.resume,
+    };
+    let console = Terminal::open();
+    let Tuned::Finished(outcome) = tune(&tuning, &console, &mut |_| ControlFlow::Continue(()))?
+    else {
+        return Err("the tuning stopped before its last iteration".into());
+    };
     let wall = started.elapsed().as_secs_f64();
     let (result, final_cost) = (&outcome.result, outcome.final_cost);
     let first_cost = outcome.first_cost();

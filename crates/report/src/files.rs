@@ -44,7 +44,18 @@ pub fn read(path: &Path) -> Result<String, String> {
     std::fs::read_to_string(path).map_err(|e| format!("reading {}: {e}", path.display()))
 }
 
-/// SHA-256 of `bytes`, in hex: names an experiment's text in a shard's manifest.
+/// Writes `bytes` to `path` through a temporary file beside it, so an interrupted write
+/// leaves the old file whole.
+pub fn replace(path: &Path, bytes: &[u8]) -> Result<(), String> {
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".tmp");
+    let tmp = std::path::PathBuf::from(tmp);
+    std::fs::write(&tmp, bytes).map_err(|e| format!("writing {}: {e}", tmp.display()))?;
+    std::fs::rename(&tmp, path).map_err(|e| format!("writing {}: {e}", path.display()))
+}
+
+/// SHA-256 of `bytes`, in hex: names an experiment's text in a shard's manifest and a
+/// tuning run's settings in its state.
 pub fn sha256_hex(bytes: &[u8]) -> String {
     Sha256::digest(bytes)
         .iter()

@@ -1,13 +1,21 @@
-//! The tuner's files: `trajectory.csv` (θ, θ̂ and J per iteration), `result.json`, and
-//! `cost.svg` and `theta.svg` (De Cicco et al.'s Figure 6).
+//! The tuner's files: `trajectory.csv` (θ, θ̂ and J per iteration, written and flushed as
+//! each iteration ends), `state.json` (what a resumed run needs to continue exactly),
+//! `result.json`, and `cost.svg` and `theta.svg` (De Cicco et al.'s Figure 6).
+//!
+//! The Extremum Seeking optimizer is deterministic given the costs it is handed, so the
+//! state is the list of measured costs: a resumed run hands them to a fresh optimizer again
+//! and continues from the same `θ`, filter state and measurement count (which seeds the
+//! next runs) as the run that was interrupted.
 
 use std::fmt::Write as _;
+use std::io::Write as _;
 use std::path::Path;
 
+use serde::{Deserialize, Serialize};
 use sluice_control::tuning::{EsStep, TuneResult};
 use sluice_sim::tuning::TuningExperiment;
 
-use crate::files::write;
+use crate::files::{read, replace, sha256_hex, write};
 use crate::plot::{line_chart, Axes, Series};
 
 const TRAJECTORY_HEADER: &str =
@@ -27,6 +35,84 @@ fn trajectory_row(s: &EsStep) -> String {
         s.estimate[3],
         s.cost
     )
+}
+
+/// `trajectory.csv`, open for appending.
+#[derive(Debug)]
+pub struct Trajectory {
+    file: std::fs::File,
+    path: std::path::PathBuf,
+}
+
+impl Trajectory {
+    /// Starts `out/trajectory.csv` afresh with the iterations already done (a resumed run's).
+    pub fn create(out: &Path, done: &[EsStep]) -> Result<Trajectory, String> {
+        let path = out.join("trajectory.csv");
+        let mut text = String::from(TRAJECTORY_HEADER);
+        for s in done {
+            text.push_str(&trajectory_row(s));
+        }
+        write(&path, &text)?;
+        let file = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .map_err(|e| format!("opening {}: {e}", path.display()))?;
+        Ok(Trajectory { file, path })
+    }
+
+    /// Appends one iteration and hands it to the file system at once, so an interrupted
+    /// run leaves every finished iteration on disk.
+    pub fn push(&mut self, step: &EsStep) -> Result<(), String> {
+        self.file
+            .write_all(trajectory_row(step).as_bytes())
+            .and_then(|()| self.file.flush())
+            .map_err(|e| format!("writing {}: {e}", self.path.display()))
+    }
+}
+
+/// `state.json`: the costs measured so far, and what they were measured for.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TuneState {
+    pub experiment: String,
+    /// [`settings_sha256`] of the run: a resumed run must match it.
+    pub settings_sha256: String,
+    /// `J` of every measurement the optimizer was handed, in order; `null` where it could
+    /// not be measured.
+    pub costs: Vec<Option<f64>>,
+}
+
+const STATE: &str = "state.json";
+
+impl TuneState {
+    /// The state in `out`, if there is one.
+    pub fn load(out: &Path) -> Result<Option<TuneState>, String> {
+        let path = out.join(STATE);
+        if !path.exists() {
+            return Ok(None);
+        }
+        serde_json::from_str(&read(&path)?)
+            .map(Some)
+            .map_err(|e| format!("{}: {e}", path.display()))
+    }
+
+    /// Replaces `out/state.json` (through a temporary file: an interruption leaves the old
+    /// state whole).
+    pub fn save(&self, out: &Path) -> Result<(), String> {
+        let json = serde_json::to_string_pretty(self).map_err(|e| e.to_string())?;
+        replace(&out.join(STATE), format!("{json}\n").as_bytes())
+    }
+}
+
+/// What identifies a tuning run's trajectory: the experiment text and the optimizer's and
+/// cost's settings after the command line's changes (`--theta0`, `--run-length`). The
+/// iteration count is not part of it: a run can be resumed to go further.
+pub fn settings_sha256(text: &str, e: &TuningExperiment) -> String {
+    let settings = serde_json::json!({ "es": e.es, "cost": e.cost });
+    let mut bytes = text.as_bytes().to_vec();
+    bytes.push(0);
+    bytes.extend_from_slice(settings.to_string().as_bytes());
+    sha256_hex(&bytes)
 }
 
 /// A finished tuning run: the optimizer's result, `J` without dither at its final
@@ -90,7 +176,7 @@ pub fn settling(trajectory: &[EsStep], window: usize) -> Option<Settling> {
 /// The window [`settling`] is reported over.
 pub const SETTLING_WINDOW: usize = 10;
 
-/// Writes `trajectory.csv`, `result.json`, `cost.svg` and `theta.svg`.
+/// Writes `result.json`, `cost.svg` and `theta.svg`, and the whole `trajectory.csv` again.
 pub fn write_result(out: &Path, e: &TuningExperiment, o: &TuneOutcome) -> Result<(), String> {
     let r = &o.result;
     let first_cost = o.first_cost();
@@ -205,5 +291,34 @@ mod tests {
         // 18 of a final norm of about 48.
         assert!(s.vector > 0.3, "{}", s.vector);
         assert!(settling(&t, 11).is_none());
+    }
+
+    #[test]
+    fn the_trajectory_grows_a_row_per_iteration_on_disk() {
+        let dir = std::env::temp_dir().join(format!("sluice-report-traj-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut t = Trajectory::create(&dir, &[step(0, [1.0, 2.0, 3.0, 4.0])]).unwrap();
+        t.push(&step(1, [1.5, 2.0, 3.0, 4.0])).unwrap();
+        // Read while the file is still open: the row is there already.
+        let text = std::fs::read_to_string(dir.join("trajectory.csv")).unwrap();
+        let rows: Vec<&str> = text.lines().collect();
+        assert_eq!(rows.len(), 3, "{text}");
+        assert!(rows[2].starts_with("1,1.5000,2.0000"), "{}", rows[2]);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn state_round_trips_exactly_and_marks_unmeasured_costs() {
+        let dir = std::env::temp_dir().join(format!("sluice-report-state-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        assert_eq!(TuneState::load(&dir).unwrap(), None);
+        let state = TuneState {
+            experiment: "t".into(),
+            settings_sha256: "ab".into(),
+            costs: vec![Some(0.1 + 0.2), None, Some(1.0 / 3.0)],
+        };
+        state.save(&dir).unwrap();
+        assert_eq!(TuneState::load(&dir).unwrap(), Some(state));
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }
