@@ -1,6 +1,6 @@
 //! Where a run's printed table and its progress go. The benches write their lines here
 //! instead of to standard output, so the caller decides: the `sluice` binary prints them and
-//! shows its progress, tests collect them or drop them.
+//! draws a progress bar, tests collect them or drop them.
 
 /// The receiving end of a run's output. `Sync`: simulations report progress from their
 /// worker threads.

@@ -1,12 +1,12 @@
 //! sluice-bench: runs sluice's experiments. Simulated sweeps on every core or one shard of
-//! them at a time, the Extremum Seeking tuner (resumable), the simulator's speed check, and the live
-//! benches on loopback: a proxy's highest clean call rate (`bench proxy`), local
+//! them at a time, the Extremum Seeking tuner (resumable), the simulator's speed check, and
+//! the live benches on loopback: a proxy's highest clean call rate (`bench proxy`), local
 //! overload control against `g_opt(r)` (`bench overload`, `demo`), the hop-by-hop topology
 //! and its dynamic load beside the simulator's run of the same experiment, and a proxy's own
 //! `β` (`bench beta`); with sluice's proxy, UAC and UAS, Kamailio or SIPp.
 //!
 //! What it writes goes through `sluice-report`; what it prints goes to a [`console::Console`]
-//! the caller supplies (the `sluice` binary prints it and shows its progress).
+//! the caller supplies (the `sluice` binary prints it and draws progress bars).
 //!
 //! Modules, each using only those listed before it:
 //!

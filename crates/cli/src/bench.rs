@@ -246,7 +246,7 @@ pub fn run(command: &BenchCommand) -> Result<(), String> {
                 jobs: a.jobs.unwrap_or_else(cores),
                 skip_sweep: a.skip_sweep,
             },
-            &Terminal::open(),
+            &Terminal::new("runs"),
         ),
         BenchCommand::Proxy(a) => bench_proxy(
             &ProxyBench {
@@ -264,9 +264,9 @@ pub fn run(command: &BenchCommand) -> Result<(), String> {
                 kamailio_cfg: a.kamailio_cfg.clone(),
                 out: a.out.clone(),
             },
-            &Terminal::open(),
+            &Terminal::new("rate steps"),
         ),
-        BenchCommand::Overload(a) => bench_overload(&overload_config(a), &Terminal::open()),
+        BenchCommand::Overload(a) => bench_overload(&overload_config(a), &Terminal::new("points")),
         BenchCommand::Beta(a) => bench_beta(
             &Beta {
                 rate: a.rate,
@@ -275,7 +275,7 @@ pub fn run(command: &BenchCommand) -> Result<(), String> {
                 kamailio_cfg: a.kamailio_cfg.clone(),
                 out: a.out.clone(),
             },
-            &Terminal::open(),
+            &Terminal::new("runs"),
         ),
     }
 }
@@ -318,5 +318,5 @@ pub fn demo(a: &DemoArgs) -> Result<(), String> {
         beta: a.beta,
         out: a.out.clone(),
     };
-    run_demo(&demo, &Terminal::open())
+    run_demo(&demo, &Terminal::new("points"))
 }

@@ -99,7 +99,7 @@ pub fn run(args: &SimArgs) -> Result<(), String> {
     });
     std::fs::create_dir_all(&out).map_err(|e| format!("creating {}: {e}", out.display()))?;
     let jobs = args.jobs.unwrap_or_else(cores).max(1);
-    let console = Terminal::open();
+    let console = Terminal::new("runs");
     let started = Instant::now();
     let runs: Vec<(usize, RunReport)> = match shard {
         None => run_all(&experiment, jobs, &out, &console)?

@@ -103,7 +103,7 @@ pub fn run(args: &TuneArgs) -> Result<(), String> {
         jobs,
         resume: args.resume,
     };
-    let console = Terminal::open();
+    let console = Terminal::new("iterations");
     let Tuned::Finished(outcome) = tune(&tuning, &console, &mut |_| ControlFlow::Continue(()))?
     else {
         return Err("the tuning stopped before its last iteration".into());
