@@ -1,10 +1,18 @@
-//! `sluice bench`: speed checks that report numbers against the project's targets.
+//! `sluice bench` and `sluice demo`: speed checks and live experiments (run by
+//! `sluice-bench`), their flags and what they print.
 
-use std::time::Instant;
+use std::path::PathBuf;
 
-use clap::{Args, Subcommand};
-use sluice_sim::experiment::{Experiment, Overrides};
-use sluice_sim::Scenario;
+use clap::{Args, Subcommand, ValueEnum};
+use sluice_bench::beta::{bench_beta, Beta};
+use sluice_bench::config::{Caller, OverloadConfig, ALL_VARIANTS};
+use sluice_bench::local::{demo as run_demo, Demo};
+use sluice_bench::overload::bench_overload;
+use sluice_bench::parallel::cores;
+use sluice_bench::proxy_bench::{bench_proxy, Generator, ProxyBench};
+use sluice_bench::sim_bench::{bench_sim, SimBench};
+
+use crate::terminal::Terminal;
 
 #[derive(Subcommand, Debug)]
 pub enum BenchCommand {
@@ -14,14 +22,14 @@ pub enum BenchCommand {
     /// Proxy throughput on loopback: a UAS, the proxy under test (sluice, Kamailio or any
     /// command) and a UAC; ramps the call rate and reports the highest rate with no failed
     /// call and no retransmission.
-    Proxy(crate::load::ProxyBenchArgs),
+    Proxy(ProxyBenchArgs),
     /// Local overload control live: a UAS, the proxy under test with emulated capacity (or
     /// any command) and a UAC on loopback; sweeps offered load as multiples of capacity for
     /// each control and writes summary.csv (the columns of `sluice sim`) and SVGs.
-    Overload(crate::overload::OverloadArgs),
+    Overload(OverloadArgs),
     /// A proxy's own β for g_opt(r): its CPU time per forwarded call over per rejected call,
     /// each from a run at the same rate on loopback (sluice, and Kamailio with --kamailio).
-    Beta(crate::beta::BetaArgs),
+    Beta(BetaArgs),
 }
 
 #[derive(Args, Debug)]
@@ -37,75 +45,278 @@ pub struct SimBenchArgs {
     skip_sweep: bool,
 }
 
-/// Issue targets: 2 million simulated messages per second per core; fig. 21 in 30 s.
-const TARGET_MESSAGES_PER_SECOND: f64 = 2.0e6;
-const TARGET_SWEEP_SECONDS: f64 = 30.0;
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum GeneratorArg {
+    Sluice,
+    Sipp,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct ProxyBenchArgs {
+    /// Proxy under test, repeatable to compare in one run: `sluice` (this binary's
+    /// `sluice proxy`), `kamailio` or `kamailio:N` (tests/kamailio/proxy.cfg with N worker
+    /// processes), or a command line with the placeholders {listen}, {next_hop},
+    /// {listen_port}, {next_hop_port} and {duration} (run with `sh -c`); `none` calls the UAS
+    /// directly (the generator's own maximum).
+    #[arg(long = "proxy", default_value = "sluice")]
+    pub proxies: Vec<String>,
+    /// First call rate, calls/s.
+    #[arg(long, default_value_t = 500.0)]
+    pub start: f64,
+    /// Rate increase per step, calls/s.
+    #[arg(long, default_value_t = 500.0)]
+    pub step: f64,
+    /// Highest rate tried.
+    #[arg(long, default_value_t = 30_000.0)]
+    pub max: f64,
+    /// Seconds of calls per step.
+    #[arg(long, default_value_t = 4.0)]
+    pub step_secs: f64,
+    /// Seconds a step waits for its calls to finish; calls still running then count against
+    /// the step.
+    #[arg(long, default_value_t = 3.0)]
+    pub drain: f64,
+    /// Load generator at both ends: sluice (`load uac`/`load uas` in this process) or SIPp
+    /// (the scenarios in --sipp-scenarios, a SIPp UAS and UAC per step).
+    #[arg(long, value_enum, default_value_t = GeneratorArg::Sluice)]
+    pub generator: GeneratorArg,
+    /// Directory holding SIPp's uac.xml and uas.xml (calls through a record-routing proxy).
+    #[arg(long, default_value = "tests/sipp")]
+    pub sipp_scenarios: PathBuf,
+    /// Kamailio config for the `kamailio` proxy.
+    #[arg(long, default_value = "tests/kamailio/proxy.cfg")]
+    pub kamailio_cfg: PathBuf,
+    /// Directory for bench_proxy.csv and bench_proxy.json.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct OverloadArgs {
+    /// Offered loads, as multiples of the proxy's capacity (default 0.5,1,2,4, or the
+    /// experiment's sweep with --experiment).
+    #[arg(long, value_delimiter = ',')]
+    pub loads: Option<Vec<f64>>,
+    /// Seconds of arrivals per point.
+    #[arg(long, default_value_t = 20.0)]
+    pub duration: f64,
+    /// Seconds at the start of each point not counted (default: a quarter of --duration).
+    #[arg(long)]
+    pub warmup: Option<f64>,
+    /// sluice local controls to run, comma-separated (none, threshold, ohta, occ, red, pi,
+    /// latency-bucket); an empty list runs only --proxy-cmd.
+    /// `POLICY:fifo` runs it in the proxy's plain structure (one FIFO for every message)
+    /// instead of De Cicco et al.'s INVITE queue.
+    #[arg(long, value_delimiter = ',', default_value = ALL_VARIANTS)]
+    pub variants: Vec<String>,
+    /// sluice's emulated capacity, calls/s: an INVITE processed in full costs
+    /// 1/capacity minus what the other messages of a call cost.
+    #[arg(long, default_value_t = 300.0)]
+    pub capacity: f64,
+    /// Emulated cost of every message other than an INVITE, microseconds (0: De Cicco et
+    /// al.'s model, where only INVITEs cost).
+    #[arg(long, default_value_t = 0)]
+    pub cost_other_us: u64,
+    /// `β`: a forwarded call's emulated cost over a rejected call's (sets cost_reject_us).
+    /// The default is near sluice's own: `sluice bench beta` measures it (its process's
+    /// CPU per forwarded call over per rejected call at native speed: 4.7 to 7.7 here at
+    /// 2,000 to 6,000 calls/s; Kamailio 8.9), and every run prints a rougher estimate from
+    /// its own points.
+    #[arg(long, default_value_t = 6.0)]
+    pub beta: f64,
+    /// A proxy command to compare with (e.g. Kamailio with tests/kamailio/ratelimit.cfg),
+    /// run per point with `{listen}`, `{next_hop}`, `{listen_port}`, `{next_hop_port}` and
+    /// `{duration}` replaced as in `sluice bench proxy`. Repeatable.
+    #[arg(long)]
+    pub proxy_cmd: Vec<String>,
+    /// Labels for the --proxy-cmd curves, in order (default: proxy-cmd-N).
+    #[arg(long)]
+    pub proxy_label: Vec<String>,
+    /// Capacity of the --proxy-cmd proxies, calls/s (it has no emulated capacity: measure
+    /// it first, e.g. with `sluice bench proxy`); their loads are multiples of it.
+    #[arg(long)]
+    pub proxy_capacity: Option<f64>,
+    /// Take variants and the offered-load sweep from a simulator experiment TOML (its
+    /// `control` tables and `re` settings map onto the proxy's config).
+    #[arg(long)]
+    pub experiment: Option<PathBuf>,
+    /// Call holding time, seconds (BYE this long after the ACK).
+    #[arg(long, default_value_t = 0.0)]
+    pub hold: f64,
+    /// Output directory for summary.csv, points.jsonl, series.csv and the SVGs.
+    #[arg(long, default_value = "overload-out")]
+    pub out: PathBuf,
+    /// Who places the calls: sluice's UAC, SIPp (--sipp-scenario, measured the same way),
+    /// both one after the other at every point, or `split`: both in the same run, each
+    /// offering half the load to the one proxy, so both see the same overload; `both` and
+    /// `split` end with a table of how far they agree.
+    #[arg(long, value_enum, default_value_t = CallerArg::Sluice)]
+    pub generator: CallerArg,
+    /// SIPp's UAC scenario for --generator sipp|both|split: it must time setup as rtd 1 and split
+    /// it at 10 s (see the file).
+    #[arg(long, default_value = "tests/sipp/uac-setup.xml")]
+    pub sipp_scenario: PathBuf,
+    /// Hop-by-hop topology (see docs/ARCHITECTURE.md): this many UACs, each calling through its own
+    /// SE, into one RE with the emulated capacity. Default 3 when --variants or
+    /// --experiment are hop-by-hop (e.g. `rate-abs/rate`, `win-disc`).
+    #[arg(long)]
+    pub ses: Option<usize>,
+    /// Topology: the RE's queueing-delay budget D_B for win-disc, win-cont and rate-abs,
+    /// and win-auto's delay binding, milliseconds (default: the variant's, Table 2's
+    /// 200 ms D_B and no binding). The RE lets its queue hold about this much work, so it
+    /// bounds the setup delay the feedback aims for.
+    #[arg(long)]
+    pub budget_delay_ms: Option<u64>,
+    /// Topology: the SEs' RFC 7415 tolerance τ, milliseconds: how much of a burst above the
+    /// fed-back rate an SE lets through. Default: what the simulator's SEs let through, whose
+    /// token bucket holds `bucket_depth` sessions (5: 40 ms at 100 calls/s per SE).
+    #[arg(long)]
+    pub se_rate_tau_ms: Option<u64>,
+    /// A dynamic experiment (load schedules, e.g. shen2008-fig27-31) in the topology: its
+    /// schedule's times are multiplied by this (0.25 runs the 1600 s pattern in 400 s);
+    /// SIP's timers are not scaled.
+    #[arg(long, default_value_t = 1.0)]
+    pub time_scale: f64,
+    /// Topology with --experiment: simulated seconds per point of the simulator's run of
+    /// the same experiment, the first fifth warm-up (default: the live point's --duration
+    /// and --warmup, so both measure the same window of the same start-up).
+    #[arg(long)]
+    pub sim_duration: Option<f64>,
+}
+
+/// The calling side of a point.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum CallerArg {
+    Sluice,
+    Sipp,
+    Both,
+    /// sluice's UAC and SIPp at once, half the offered load each. A collapsing proxy
+    /// oscillates over tens of seconds, so two runs of one generator differ by more than
+    /// the generators do; in one run both callers meet the same queue at the same moments,
+    /// and what is left between their numbers is the generators themselves: how they
+    /// count, and how they send (a full drop-tail queue favours the smoother sender, see
+    /// docs/ARCHITECTURE.md).
+    Split,
+}
+
+#[derive(Args, Debug)]
+pub struct BetaArgs {
+    /// Call rate of every run, calls/s (below the proxy's capacity: a forwarding run that
+    /// fails or retransmits measures a collapse, not a cost).
+    #[arg(long, default_value_t = 2000.0)]
+    pub rate: f64,
+    /// Seconds of calls per run.
+    #[arg(long, default_value_t = 8.0)]
+    pub secs: f64,
+    /// Also measure Kamailio with `--kamailio-cfg` (tests/kamailio/ratelimit.cfg, one worker).
+    #[arg(long)]
+    pub kamailio: bool,
+    /// Kamailio config with the ratelimit module and an `RL_PIPE` define.
+    #[arg(long, default_value = "tests/kamailio/ratelimit.cfg")]
+    pub kamailio_cfg: PathBuf,
+    /// Directory for beta.json.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+}
+
+#[derive(Args, Debug)]
+pub struct DemoArgs {
+    /// Seconds of arrivals per point (6 points: no control and PI at 1x, 2x, 4x).
+    #[arg(long, default_value_t = 8.0)]
+    pub duration: f64,
+    /// Emulated capacity, calls/s.
+    #[arg(long, default_value_t = 300.0)]
+    pub capacity: f64,
+    /// A forwarded call's emulated cost over a rejected one's: 8, a cheap rejection path
+    /// (sluice's native ratio measured 3.4 to 6.5 here, see `bench overload --beta`). No
+    /// local control can do better than `g_opt(r)`, 0 beyond `r_max = 0.9 β`: with β below
+    /// 4.4 nothing local holds 4x.
+    #[arg(long, default_value_t = 8.0)]
+    pub beta: f64,
+    /// Where the table's CSV and the SVG go.
+    #[arg(long, default_value = "demo-out")]
+    pub out: PathBuf,
+}
 
 pub fn run(command: &BenchCommand) -> Result<(), String> {
     match command {
-        BenchCommand::Sim(args) => bench_sim(args),
-        BenchCommand::Proxy(args) => crate::load::bench_proxy(args),
-        BenchCommand::Overload(args) => crate::overload::bench_overload(args),
-        BenchCommand::Beta(args) => crate::beta::bench_beta(args),
+        BenchCommand::Sim(a) => bench_sim(
+            &SimBench {
+                duration: a.duration,
+                jobs: a.jobs.unwrap_or_else(cores),
+                skip_sweep: a.skip_sweep,
+            },
+            &Terminal::new("runs"),
+        ),
+        BenchCommand::Proxy(a) => bench_proxy(
+            &ProxyBench {
+                proxies: a.proxies.clone(),
+                start: a.start,
+                step: a.step,
+                max: a.max,
+                step_secs: a.step_secs,
+                drain: a.drain,
+                generator: match a.generator {
+                    GeneratorArg::Sluice => Generator::Sluice,
+                    GeneratorArg::Sipp => Generator::Sipp,
+                },
+                sipp_scenarios: a.sipp_scenarios.clone(),
+                kamailio_cfg: a.kamailio_cfg.clone(),
+                out: a.out.clone(),
+            },
+            &Terminal::new("rate steps"),
+        ),
+        BenchCommand::Overload(a) => bench_overload(&overload_config(a), &Terminal::new("points")),
+        BenchCommand::Beta(a) => bench_beta(
+            &Beta {
+                rate: a.rate,
+                secs: a.secs,
+                kamailio: a.kamailio,
+                kamailio_cfg: a.kamailio_cfg.clone(),
+                out: a.out.clone(),
+            },
+            &Terminal::new("runs"),
+        ),
     }
 }
 
-fn verdict(ok: bool) -> &'static str {
-    if ok {
-        "meets target"
-    } else {
-        "MISSES target"
+fn overload_config(a: &OverloadArgs) -> OverloadConfig {
+    OverloadConfig {
+        loads: a.loads.clone(),
+        duration: a.duration,
+        warmup: a.warmup,
+        variants: a.variants.clone(),
+        capacity: a.capacity,
+        cost_other_us: a.cost_other_us,
+        beta: a.beta,
+        proxy_cmd: a.proxy_cmd.clone(),
+        proxy_label: a.proxy_label.clone(),
+        proxy_capacity: a.proxy_capacity,
+        experiment: a.experiment.clone(),
+        hold: a.hold,
+        out: a.out.clone(),
+        generator: match a.generator {
+            CallerArg::Sluice => Caller::Sluice,
+            CallerArg::Sipp => Caller::Sipp,
+            CallerArg::Both => Caller::Both,
+            CallerArg::Split => Caller::Split,
+        },
+        sipp_scenario: a.sipp_scenario.clone(),
+        ses: a.ses,
+        budget_delay_ms: a.budget_delay_ms,
+        se_rate_tau_ms: a.se_rate_tau_ms,
+        time_scale: a.time_scale,
+        sim_duration: a.sim_duration,
     }
 }
 
-fn bench_sim(args: &SimBenchArgs) -> Result<(), String> {
-    println!("single core, {} simulated s per run:", args.duration);
-    for (label, control) in [
-        ("win-cont, load 4", r#"{ algorithm = "win-cont" }"#),
-        ("no control, load 4", r#"{ algorithm = "none" }"#),
-    ] {
-        let scenario: Scenario = toml::from_str(&format!(
-            "duration_s = {}\nwarmup_s = {}\noffered_load = 4.0\nre = {{ control = {control} }}\n",
-            args.duration,
-            (args.duration / 2.0).min(100.0)
-        ))
-        .map_err(|e| e.to_string())?;
-        let started = Instant::now();
-        let report = sluice_sim::run(&scenario);
-        let wall = started.elapsed().as_secs_f64();
-        let rate = report.messages_simulated as f64 / wall.max(1e-9);
-        println!(
-            "  {label:<20} {:>10} messages ({} events) in {wall:>6.2} s = {:>5.2} M messages/s  ({} {:.0} M/s)",
-            report.messages_simulated,
-            report.events_processed,
-            rate / 1e6,
-            verdict(rate >= TARGET_MESSAGES_PER_SECOND),
-            TARGET_MESSAGES_PER_SECOND / 1e6
-        );
-    }
-    if args.skip_sweep {
-        return Ok(());
-    }
-    let text = crate::sim::BUILTIN
-        .iter()
-        .find(|(name, _)| *name == "shen2008-fig21")
-        .map(|(_, text)| *text)
-        .ok_or("the fig21 experiment is not built in")?;
-    let experiment = Experiment::from_toml(text, &Overrides::default())?;
-    let jobs = args
-        .jobs
-        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, usize::from))
-        .max(1);
-    let started = Instant::now();
-    let reports = crate::sim::run_points(&experiment.points, jobs);
-    let wall = started.elapsed().as_secs_f64();
-    let messages: u64 = reports.iter().map(|r| r.messages_simulated).sum();
-    println!(
-        "fig. 21 sweep: {} runs of {} simulated s on {jobs} jobs in {wall:.1} s wall, {:.2} M messages/s  ({} {TARGET_SWEEP_SECONDS:.0} s)",
-        reports.len(),
-        experiment.points.first().map_or(0.0, |p| p.scenario.duration_s),
-        messages as f64 / wall.max(1e-9) / 1e6,
-        verdict(wall <= TARGET_SWEEP_SECONDS)
-    );
-    Ok(())
+/// `sluice demo`.
+pub fn demo(a: &DemoArgs) -> Result<(), String> {
+    let demo = Demo {
+        duration: a.duration,
+        capacity: a.capacity,
+        beta: a.beta,
+        out: a.out.clone(),
+    };
+    run_demo(&demo, &Terminal::new("points"))
 }

@@ -5,16 +5,11 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 mod bench;
-mod beta;
-mod hop_bench;
-mod hop_dynamic;
 mod load;
-mod overload;
-mod plot;
 mod proxy;
 mod sim;
 mod sip;
-mod sipp;
+mod terminal;
 mod tune;
 
 #[derive(Parser, Debug)]
@@ -37,7 +32,7 @@ enum Command {
     },
     /// A live run in about a minute: sluice's proxy at 1x, 2x and 4x its capacity, without
     /// overload control and with PI; prints a table and writes an SVG (127.0.0.1 only).
-    Demo(overload::DemoArgs),
+    Demo(bench::DemoArgs),
     /// Run the SIP proxy (RFC 3261 transaction-stateful, UDP) with overload admission.
     Proxy(proxy::ProxyArgs),
     /// Load generator: `load uac` places calls, `load uas` answers them (UDP, loopback only).
@@ -60,7 +55,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Bench { command } => bench::run(&command),
-        Command::Demo(args) => overload::demo(&args),
+        Command::Demo(args) => bench::demo(&args),
         Command::Proxy(args) => proxy::run(&args),
         Command::Load { command } => load::run(&command),
         Command::Sim(args) => sim::run(&args),

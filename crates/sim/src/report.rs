@@ -4,12 +4,14 @@
 //! for §6.2, and an optional 1 s time series.
 //!
 //! Everything here is plain data in a fixed order (vectors, `BTreeMap`), so
-//! `serde_json::to_string` of a report is byte-identical for identical runs.
+//! `serde_json::to_string` of a report is byte-identical for identical runs. Reports read
+//! back (a sharded sweep's partial output) must come from a format that keeps NaN: JSON
+//! writes it as `null`.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
-#[derive(Clone, Debug, Default, Serialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct RunReport {
     /// Calls per second the RE can serve: 1 / the processor time of one call
     /// (`service_rate_mps / messages per call` with uniform costs).
@@ -80,7 +82,7 @@ pub struct RunReport {
     pub error: Option<String>,
 }
 
-#[derive(Clone, Debug, Default, Serialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct SourceReport {
     pub name: String,
     pub offered_cps: f64,
@@ -97,7 +99,7 @@ pub struct SourceReport {
 }
 
 /// What bounded tables turned away over the run.
-#[derive(Clone, Debug, Default, Serialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct Refusals {
     /// Transactions refused by a full transaction table (all nodes).
     pub txn_table_full: u64,
@@ -110,12 +112,12 @@ pub struct Refusals {
 }
 
 /// 1 s bins over `[0, duration_s)`; `t_s` is the start of the bin.
-#[derive(Clone, Debug, Default, Serialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct TimeSeries {
     pub points: Vec<SeriesPoint>,
 }
 
-#[derive(Clone, Debug, Default, Serialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct SeriesPoint {
     pub t_s: f64,
     /// Per source: good calls whose first INVITE was sent in this second (attributed to
@@ -145,7 +147,7 @@ pub struct SeriesPoint {
 /// 10 ms bins over `[0, duration_s)` of the RE's processor busy fraction and of the rate of
 /// INVITEs (new and retransmitted) reaching it: the raw `C(t)` and `ρ_M r(t)` behind
 /// De Cicco et al.'s filtered `C̃` and `r̃`.
-#[derive(Clone, Debug, Default, Serialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct ControlTrace {
     pub bin_s: f64,
     pub cpu: Vec<f64>,

@@ -61,7 +61,7 @@
 //! point against a tolerance of 0.1.
 //!
 //! Measured (3 SEs, 300 calls/s, loads 1-10, 20 s points with 5 s warm-up, release build,
-//! two shared cores at load average 1.1-4.4, session 4): every feedback variant held
+//! two shared cores at load average 1.1-4.4): every feedback variant held
 //! goodput at 0.93 to 1.00 except win-disc at 10x once (0.75 at load average 4.4; 1.00 in a
 //! rerun). No control fell to 0.47 at 10x by the callers' count and to 0.15/0.08/0.02/0.01
 //! at 2/4/8/10x by the paper's rule (`w/180`). In the measurement window no feedback
@@ -70,15 +70,14 @@
 //! 200-460 ms with D_B = 200 ms; with `--budget-delay-ms 50` win-cont gives 50 ms and
 //! rate-abs as `rate` 58 ms, at a cost at 1x (rate-abs 0.86, win-disc 0.74).
 //!
-//! fig21 live vs simulated (session 5, loads 1-10, load average 0.0-0.7): with the same
+//! fig21 live vs simulated (loads 1-10, load average 0.0-0.7): with the same
 //! 20 s points (5 s warm-up) in both worlds, 28 of 30 points within 0.1. The two others
 //! are rate-occ1 at 8x and 10x, whose start-up outlasts a 20 s point: both worlds begin in
 //! a collapse (the RE queue full of retransmissions while the loss feedback sits at its
 //! 2 % floor) that the 200 ms control interval leaves only after 10-25 s, at a moment that
 //! varies from run to run. With 100 s points (20 s warm-up) rate-occ1 is within 0.04 at
 //! every load (0.848/0.861/0.857/0.842/0.809 live, 0.846/0.870/0.875/0.858/0.846
-//! simulated). Session 3's 24 of 30 compared 20 s live points with 100 s simulated ones.
-//! Session 6, all of fig. 21 with 100 s points (20 s warm-up; load average 0.3-7, the
+//! simulated). All of fig. 21 with 100 s points (20 s warm-up; load average 0.3-7, the
 //! highest during win-disc's 8x and 10x): 30 of 30 within 0.1, the largest gaps rate-abs at
 //! 1x (0.922 live with the SEs' then 20 ms RFC 7415 tolerance, 0.990 simulated) and
 //! win-disc at 10x (0.896 against 0.956).
@@ -96,12 +95,19 @@ use sluice_control::{Algorithm, ControlConfig, Fairness};
 use sluice_load::shell;
 use sluice_load::{Counts, Hold, SecondRow, Spacing, UacConfig, UacSummary};
 use sluice_proxy::ProxyReport;
+use sluice_report::files::{csv_field, file_stem, write};
+use sluice_report::plot::{line_chart, Axes, Series};
 use sluice_sim::experiment::{Experiment, Kind, Overrides};
 use sluice_sim::{ArrivalProcess, RunReport, Scenario, SourceConfig};
 
-use crate::hop_dynamic::{self, Dynamic};
-use crate::overload::{self, OverloadArgs, PointResult, Running, Timing};
-use crate::plot::{self, Axes, Series};
+use crate::config::{Caller, OverloadConfig, ALL_VARIANTS};
+use crate::console::{say, Console};
+use crate::dynamic::{self, Dynamic};
+use crate::output::write_outputs;
+use crate::parallel::simulate;
+use crate::point::{max_opt, ms, PointResult, Timing};
+use crate::process::{load_average, start_sluice, start_sluice_on, start_uas, Running};
+use crate::proxy_config::emulated_capacity;
 
 /// The variants a topology sweep runs by default: no feedback, and Shen et al.'s
 /// algorithms over each wire format that can carry them.
@@ -137,7 +143,7 @@ fn wire_name(w: OcAlgorithm) -> &'static str {
 
 /// Whether `bench overload` runs the topology: `--ses`, a feedback variant in
 /// `--variants`, or an experiment with one.
-pub fn is_topology(args: &OverloadArgs) -> Result<bool, String> {
+pub fn is_topology(args: &OverloadConfig) -> Result<bool, String> {
     if args.ses.is_some() {
         return Ok(true);
     }
@@ -261,6 +267,7 @@ fn variant_from_spec(
 }
 
 /// What a topology sweep runs.
+#[derive(Debug)]
 struct Plan {
     name: String,
     title: String,
@@ -273,7 +280,7 @@ struct Plan {
     dynamic: Option<Dynamic>,
 }
 
-fn plan(args: &OverloadArgs) -> Result<Plan, String> {
+fn plan(args: &OverloadConfig) -> Result<Plan, String> {
     let mut plan = plan_variants(args)?;
     if let Some(ms) = args.se_rate_tau_ms {
         // A setting of the SEs, so the simulator's SEs run with it too.
@@ -287,7 +294,7 @@ fn plan(args: &OverloadArgs) -> Result<Plan, String> {
     Ok(plan)
 }
 
-fn plan_variants(args: &OverloadArgs) -> Result<Plan, String> {
+fn plan_variants(args: &OverloadConfig) -> Result<Plan, String> {
     let ses = args.ses.unwrap_or(3);
     if !(1..=32).contains(&ses) {
         return Err(format!("--ses must be 1 to 32, not {ses}"));
@@ -297,7 +304,7 @@ fn plan_variants(args: &OverloadArgs) -> Result<Plan, String> {
     }
     let Some(path) = &args.experiment else {
         // The local-control default list means "not given": run the feedback variants.
-        let default_local: Vec<&str> = overload::ALL_VARIANTS.split(',').collect();
+        let default_local: Vec<&str> = ALL_VARIANTS.split(',').collect();
         let specs: Vec<String> = if args.variants.iter().map(String::as_str).eq(default_local) {
             HOP_VARIANTS.split(',').map(str::to_owned).collect()
         } else {
@@ -401,19 +408,16 @@ struct Proxies {
 impl Proxies {
     /// Stops every proxy and collects their reports (RE first).
     fn stop(mut self) -> (Option<ProxyReport>, Vec<ProxyReport>) {
-        overload::stop(&mut self.re);
+        // All asked first, so they shut down together.
+        self.re.stop();
         for (_, se) in &mut self.ses {
-            overload::stop(se);
+            se.stop();
         }
-        let report = |r: Running| match r {
-            Running::Sluice { thread, .. } => thread.join().ok().and_then(Result::ok).map(|r| r.0),
-            Running::Command(_) => None,
-        };
-        let re = report(self.re);
+        let re = self.re.finish().map(|r| r.0);
         let ses = self
             .ses
             .into_iter()
-            .filter_map(|(_, r)| report(r))
+            .filter_map(|(_, r)| r.finish().map(|r| r.0))
             .collect();
         (re, ses)
     }
@@ -441,14 +445,14 @@ fn start_proxies(
     // The scenario's proxies, wired to loopback: the same tables the simulator runs.
     let unbound = SocketAddr::from(([127, 0, 0, 1], 0));
     let re_config = v.scenario.re_proxy(unbound, uas, &se_addrs);
-    let (re_addr, re) = overload::start_sluice(re_config, uas, budget)?;
+    let (re_addr, re) = start_sluice(re_config, uas, budget)?;
     let mut proxies = Proxies {
         re,
         ses: Vec::new(),
     };
     for (i, addr) in se_addrs.into_iter().enumerate() {
         let se = v.scenario.se_proxy(i, addr, re_addr);
-        match overload::start_sluice_on(se, addr, re_addr, budget) {
+        match start_sluice_on(se, addr, re_addr, budget) {
             Ok(running) => proxies.ses.push(running),
             Err(e) => {
                 proxies.stop();
@@ -457,16 +461,6 @@ fn start_proxies(
         }
     }
     Ok(proxies)
-}
-
-/// The system's 1-minute load average (the machine is shared; printed with the numbers).
-fn load_average() -> Option<f64> {
-    std::fs::read_to_string("/proc/loadavg")
-        .ok()?
-        .split_whitespace()
-        .next()?
-        .parse()
-        .ok()
 }
 
 /// What a point measured besides the summary columns, for the printed table.
@@ -500,11 +494,11 @@ fn run_point(
         warmup,
         hold,
     } = timing;
-    let capacity = overload::emulated_capacity(&v.scenario.re);
+    let capacity = emulated_capacity(&v.scenario.re);
     if !capacity.is_finite() {
         return Err(format!("{}: no emulated capacity", v.label));
     }
-    let (uas_addr, uas_flag, uas) = overload::start_uas(duration)?;
+    let (uas_addr, uas_flag, uas) = start_uas(duration)?;
     let drain = 2.0;
     let budget = duration + drain + 30.0;
     let proxies = match start_proxies(v, shares.len(), uas_addr, budget) {
@@ -661,16 +655,9 @@ fn label_width(plan: &Plan) -> usize {
         .max("variant".len())
 }
 
-fn max_opt(a: Option<f64>, b: Option<f64>) -> Option<f64> {
-    match (a, b) {
-        (Some(a), Some(b)) => Some(a.max(b)),
-        (a, b) => a.or(b),
-    }
-}
-
 /// `sluice bench overload` in topology mode.
-pub fn bench(args: &OverloadArgs) -> Result<(), String> {
-    if args.generator != overload::Caller::Sluice || !args.proxy_cmd.is_empty() {
+pub fn bench(args: &OverloadConfig, console: &dyn Console) -> Result<(), String> {
+    if args.generator != Caller::Sluice || !args.proxy_cmd.is_empty() {
         return Err(
             "the hop-by-hop topology runs sluice's UAC and proxies only (no --generator sipp, no --proxy-cmd)"
                 .into(),
@@ -707,10 +694,11 @@ pub fn bench(args: &OverloadArgs) -> Result<(), String> {
     };
     let sources = plan.shares.len();
     for v in &plan.variants {
-        println!(
+        say!(
+            console,
             "{}: {sources} UACs -> {sources} SEs -> RE at {:.1} calls/s emulated (message {:.0} us, 503 {:.0} us, queue {}){}",
             v.label,
-            overload::emulated_capacity(&v.scenario.re),
+            emulated_capacity(&v.scenario.re),
             v.scenario.re.cost_forward_us,
             v.scenario.re.cost_reject_us,
             v.scenario.re.queue_capacity,
@@ -721,12 +709,14 @@ pub fn bench(args: &OverloadArgs) -> Result<(), String> {
     }
     let w = label_width(&plan);
     let started = Instant::now();
-    println!(
+    say!(
+        console,
         "{:<w$} {:>5} {:>7} {:>7} {:>6} {:>6} {:>6} {:>7} {:>8} {:>8} {:>5} {:>7} {:>7} {:>7} {:>7} {:>6} {:>7} {:>7} {:>5}",
         "variant", "x", "offered", "goodput", "norm", "w/180", "reject", "retrans", "setup50", "setup99",
         "busy", "RE drop", "uas2xx", "2xx win", "unacked", "no 180", "fb appl", "fb ign", "load"
     );
     let mut points = Vec::new();
+    console.begin((plan.variants.len() * loads.len()) as u64);
     for v in &plan.variants {
         for &x in &loads {
             let (p, e) = run_point(
@@ -737,7 +727,8 @@ pub fn bench(args: &OverloadArgs) -> Result<(), String> {
                 timing,
                 plan.dynamic.as_ref(),
             )?;
-            println!(
+            say!(
+                console,
                 "{:<w$} {:>5} {:>7.0} {:>7.1} {:>6.3} {:>6.3} {:>6.3} {:>7.4} {:>8} {:>8} {:>4.0}% {:>7} {:>7} {:>7} {:>7} {:>5.1}% {:>7} {:>7} {:>5}",
                 p.variant,
                 p.x,
@@ -747,8 +738,8 @@ pub fn bench(args: &OverloadArgs) -> Result<(), String> {
                 p.goodput_with_180.unwrap_or(0.0),
                 p.reject_ratio,
                 p.retrans_ratio,
-                overload::ms(p.setup_delay_p50_ms),
-                overload::ms(p.setup_delay_p99_ms),
+                ms(p.setup_delay_p50_ms),
+                ms(p.setup_delay_p99_ms),
                 p.occupancy.unwrap_or(0.0) * 100.0,
                 p.proxy_dropped.unwrap_or(0),
                 p.uas_2xx_retransmissions,
@@ -760,15 +751,18 @@ pub fn bench(args: &OverloadArgs) -> Result<(), String> {
                 e.load_average.map_or("-".into(), |l| format!("{l:.2}")),
             );
             points.push(p);
+            console.advance();
         }
     }
-    overload::write_outputs(&args.out, &plan.name, &plan.title, &points, None)?;
-    println!(
+    console.finish();
+    write_outputs(&args.out, &plan.name, &plan.title, &points, None)?;
+    say!(
+        console,
         "{} points in {:.0} s; {} written (summary.csv, points.jsonl, series.csv, {}.svg)",
         points.len(),
         started.elapsed().as_secs_f64(),
         args.out.display(),
-        crate::sim::file_stem(&plan.name)
+        file_stem(&plan.name)
     );
     if let Some(d) = &plan.dynamic {
         let runs: Vec<(&PointResult, Fairness)> = points
@@ -776,52 +770,95 @@ pub fn bench(args: &OverloadArgs) -> Result<(), String> {
             .zip(&plan.variants)
             .map(|(p, v)| (p, v.scenario.re.control.fairness))
             .collect();
-        let missed = hop_dynamic::report(&args.out, &plan.name, d, &runs)?;
-        println!(
+        let missed = dynamic::report(&args.out, &plan.name, d, &runs, console)?;
+        say!(
+            console,
             "\n{missed} overloaded phase(s) with a source more than {} from its promised share; phases.csv and one SVG per variant in {}",
-            hop_dynamic::SHARE_TOLERANCE,
+            dynamic::SHARE_TOLERANCE,
             args.out.display()
         );
         let scenarios: Vec<Scenario> = plan.variants.iter().map(|v| v.scenario.clone()).collect();
-        hop_dynamic::compare_with_simulator(
+        dynamic::compare_phases_with_simulator(
             &args.out,
             d,
             args.time_scale,
             args.hold,
             &scenarios,
             &runs,
+            console,
         )?;
     } else if let Some(e) = &plan.experiment {
-        compare_with_simulator(args, e, &plan, &loads, timing, &points)?;
+        compare_sweep_with_simulator(args, e, &plan, &loads, timing, &points, console)?;
     }
     Ok(())
 }
 
-/// Runs `scenarios` in the simulator, spread over the cores; reports in order. The first
-/// run's error, if any, is the result.
-pub(crate) fn simulate_all(scenarios: &[&Scenario]) -> Result<Vec<RunReport>, String> {
-    let reports: Vec<RunReport> = std::thread::scope(|scope| {
-        let jobs = std::thread::available_parallelism().map_or(1, usize::from);
-        let chunks: Vec<_> = scenarios
-            .chunks(scenarios.len().div_ceil(jobs).max(1))
-            .map(|chunk| {
-                scope.spawn(move || {
-                    chunk
-                        .iter()
-                        .map(|sc| sluice_sim::run(sc))
-                        .collect::<Vec<_>>()
-                })
-            })
-            .collect();
-        chunks
-            .into_iter()
-            .flat_map(|h| h.join().unwrap_or_default())
-            .collect()
-    });
-    match reports.iter().find_map(|r| r.error.clone()) {
-        Some(err) => Err(format!("simulator: {err}")),
-        None => Ok(reports),
+/// One point of the live-vs-simulated comparison.
+#[derive(Clone, Debug)]
+pub struct Comparison {
+    pub variant: String,
+    pub x: f64,
+    /// Live goodput by the paper's rule (the 180 reached the caller too), as the simulator
+    /// counts it; the caller's own count where the live point has no such figure.
+    pub live: f64,
+    /// The simulated run of the same variant at the same load.
+    pub sim: RunReport,
+}
+
+impl Comparison {
+    /// |live − simulated| normalised goodput.
+    pub fn diff(&self) -> f64 {
+        (self.live - self.sim.goodput).abs()
     }
+
+    pub fn pass(&self) -> bool {
+        self.diff() <= TOLERANCE
+    }
+}
+
+/// Pairs each simulated run (variant label, load, report) with the live point of that
+/// variant and load; runs without a live point are left out.
+pub fn compare(sim: &[(&str, f64, RunReport)], live: &[PointResult]) -> Vec<Comparison> {
+    sim.iter()
+        .filter_map(|(label, x, report)| {
+            let p = live
+                .iter()
+                .find(|p| p.variant == *label && (p.x - x).abs() < 1e-9)?;
+            // The simulator counts a call as Shen et al. do, with all five setup messages
+            // (the unretransmitted 180 included): compare the live count by that rule.
+            // With feedback the two live counts agree; without, only this one collapses.
+            Some(Comparison {
+                variant: (*label).to_owned(),
+                x: *x,
+                live: p.goodput_with_180.unwrap_or(p.goodput),
+                sim: report.clone(),
+            })
+        })
+        .collect()
+}
+
+/// `comparison.csv`: a row per compared point.
+pub fn comparison_csv(rows: &[Comparison]) -> String {
+    let mut csv =
+        String::from("variant,x,live_goodput,sim_goodput,abs_diff,pass,sim_setup_p99_ms,sim_retrans_ratio,sim_occupancy,sim_reject_ratio\n");
+    for c in rows {
+        let r = &c.sim;
+        let _ = writeln!(
+            csv,
+            "{},{},{:.4},{:.4},{:.4},{},{:.2},{:.4},{:.4},{:.4}",
+            csv_field(&c.variant),
+            c.x,
+            c.live,
+            r.goodput,
+            c.diff(),
+            c.pass(),
+            r.setup_delay_p99_ms,
+            r.retrans_ratio,
+            r.occupancy,
+            r.reject_ratio
+        );
+    }
+    csv
 }
 
 /// Runs the experiment's variants in the simulator at the live loads and capacity, and
@@ -831,13 +868,14 @@ pub(crate) fn simulate_all(scenarios: &[&Scenario]) -> Result<Vec<RunReport>, St
 /// a control whose start-up transient outlasts the warm-up (rate-occ with its 200 ms
 /// interval takes about 20 s to leave the collapse it starts in, live and simulated alike)
 /// would otherwise be compared over its transient live and its steady state simulated.
-fn compare_with_simulator(
-    args: &OverloadArgs,
+fn compare_sweep_with_simulator(
+    args: &OverloadConfig,
     e: &Experiment,
     plan: &Plan,
     loads: &[f64],
     timing: Timing,
     live: &[PointResult],
+    console: &dyn Console,
 ) -> Result<(), String> {
     let (sim_duration, sim_warmup) = match args.sim_duration {
         Some(d) => (d, d / 5.0),
@@ -847,7 +885,8 @@ fn compare_with_simulator(
         return Err("--sim-duration must be at least 5 s".into());
     }
     // The same scaled scenario as the live RE, at each live load.
-    let mut runs: Vec<(&HopVariant, f64, Scenario)> = Vec::new();
+    let mut runs: Vec<(&str, f64)> = Vec::new();
+    let mut scenarios: Vec<Scenario> = Vec::new();
     for v in &plan.variants {
         for &x in loads {
             let mut sc = v.scenario.clone();
@@ -857,92 +896,80 @@ fn compare_with_simulator(
             // The live calls hang up after `--hold` (BYE at once by default); the
             // simulator's holding time is exponential with that mean (it must be > 0).
             sc.call.holding_time_s = args.hold.max(1e-3);
-            runs.push((v, x, sc));
+            runs.push((&v.label, x));
+            scenarios.push(sc);
         }
     }
-    println!(
+    say!(
+        console,
         "\nsimulator: {} runs of {sim_duration} s, {sim_warmup} s warm-up ({}, scaled to {:.0} calls/s like the live RE)...",
         runs.len(),
         e.name,
         args.capacity
     );
     let started = Instant::now();
-    let scenarios: Vec<&Scenario> = runs.iter().map(|(_, _, sc)| sc).collect();
-    let reports = simulate_all(&scenarios)?;
-    println!("simulated in {:.0} s", started.elapsed().as_secs_f64());
-    let mut csv =
-        String::from("variant,x,live_goodput,sim_goodput,abs_diff,pass,sim_setup_p99_ms,sim_retrans_ratio,sim_occupancy,sim_reject_ratio\n");
-    let w = label_width(plan);
-    println!(
-        "\n{:<w$} {:>5} {:>8} {:>8} {:>8} {:>5}",
-        "variant", "x", "live", "sim", "|diff|", "ok"
+    let reports = simulate(&scenarios)?;
+    say!(
+        console,
+        "simulated in {:.0} s",
+        started.elapsed().as_secs_f64()
     );
-    let mut failed = 0;
-    let mut curves: Vec<Series> = Vec::new();
-    for v in &plan.variants {
-        let mut live_curve = Series {
-            label: format!("{} (live)", v.label),
-            points: Vec::new(),
-        };
-        let mut sim_curve = Series {
-            label: format!("{} (sim)", v.label),
-            points: Vec::new(),
-        };
-        for ((rv, x, _), r) in runs.iter().zip(&reports) {
-            if !std::ptr::eq(*rv, v) {
-                continue;
-            }
-            let Some(p) = live
-                .iter()
-                .find(|p| p.variant == v.label && (p.x - x).abs() < 1e-9)
-            else {
-                continue;
-            };
-            // The simulator counts a call as Shen et al. do, with all five setup messages
-            // (the unretransmitted 180 included): compare the live count by that rule.
-            // With feedback the two live counts agree; without, only this one collapses.
-            let live_goodput = p.goodput_with_180.unwrap_or(p.goodput);
-            let diff = (live_goodput - r.goodput).abs();
-            let pass = diff <= TOLERANCE;
-            failed += usize::from(!pass);
-            println!(
-                "{:<w$} {:>5} {:>8.3} {:>8.3} {:>8.3} {:>5}",
-                v.label,
-                x,
-                live_goodput,
-                r.goodput,
-                diff,
-                if pass { "pass" } else { "FAIL" }
-            );
-            let _ = writeln!(
-                csv,
-                "{},{x},{:.4},{:.4},{diff:.4},{pass},{:.2},{:.4},{:.4},{:.4}",
-                overload::csv_field(&v.label),
-                live_goodput,
-                r.goodput,
-                r.setup_delay_p99_ms,
-                r.retrans_ratio,
-                r.occupancy,
-                r.reject_ratio
-            );
-            live_curve.points.push((*x, live_goodput));
-            sim_curve.points.push((*x, r.goodput));
-        }
-        curves.push(live_curve);
-        curves.push(sim_curve);
+    let sim: Vec<(&str, f64, RunReport)> = runs
+        .iter()
+        .zip(reports)
+        .map(|(&(label, x), r)| (label, x, r))
+        .collect();
+    let rows = compare(&sim, live);
+    let w = label_width(plan);
+    say!(
+        console,
+        "\n{:<w$} {:>5} {:>8} {:>8} {:>8} {:>5}",
+        "variant",
+        "x",
+        "live",
+        "sim",
+        "|diff|",
+        "ok"
+    );
+    for c in &rows {
+        say!(
+            console,
+            "{:<w$} {:>5} {:>8.3} {:>8.3} {:>8.3} {:>5}",
+            c.variant,
+            c.x,
+            c.live,
+            c.sim.goodput,
+            c.diff(),
+            if c.pass() { "pass" } else { "FAIL" }
+        );
     }
-    println!(
+    // Runs without a live point count as within the tolerance.
+    let failed = rows.iter().filter(|c| !c.pass()).count();
+    say!(
+        console,
         "live vs simulated: {} of {} points within {TOLERANCE}",
         runs.len() - failed,
         runs.len()
     );
-    overload::write(&args.out.join("comparison.csv"), &csv)?;
+    write(&args.out.join("comparison.csv"), &comparison_csv(&rows))?;
+    let mut curves: Vec<Series> = Vec::new();
+    for v in &plan.variants {
+        let mine = rows.iter().filter(|c| c.variant == v.label);
+        curves.push(Series {
+            label: format!("{} (live)", v.label),
+            points: mine.clone().map(|c| (c.x, c.live)).collect(),
+        });
+        curves.push(Series {
+            label: format!("{} (sim)", v.label),
+            points: mine.map(|c| (c.x, c.sim.goodput)).collect(),
+        });
+    }
     let x_max = loads.iter().copied().fold(1.0_f64, f64::max);
     let ideal = Series {
         label: "min(offered, 1)".into(),
         points: vec![(0.0, 0.0), (1.0, 1.0), (x_max, 1.0)],
     };
-    plot::line_chart(
+    line_chart(
         &args.out.join("live-vs-sim.svg"),
         &Axes {
             title: &format!("{}: live and simulated", e.title),
@@ -958,6 +985,133 @@ fn compare_with_simulator(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use sluice_load::Counts;
+
+    #[test]
+    fn scaling_keeps_the_seconds_of_work_each_queue_holds() {
+        let mut sc = Scenario::default();
+        let (capacity, queue) = (sc.capacity_cps(), sc.re.queue_capacity);
+        sc.scale_to_capacity(3.0 * capacity);
+        assert!((sc.capacity_cps() - 3.0 * capacity).abs() < 1e-3);
+        assert_eq!(sc.re.queue_capacity, 3 * queue);
+        let mut slow = Scenario::default();
+        slow.scale_to_capacity(1e-9);
+        assert_eq!(slow.re.queue_capacity, 1, "a queue keeps one place");
+    }
+
+    #[test]
+    fn the_default_plan_runs_every_feedback_variant_at_the_default_loads() {
+        let args = OverloadConfig {
+            ses: Some(2),
+            ..OverloadConfig::default()
+        };
+        assert!(is_topology(&args).unwrap());
+        let plan = plan(&args).unwrap();
+        assert_eq!(plan.variants.len(), HOP_VARIANTS.split(',').count());
+        assert_eq!(plan.loads, DEFAULT_LOADS);
+        assert_eq!(plan.shares, [1.0, 1.0]);
+        for v in &plan.variants {
+            assert!(
+                (emulated_capacity(&v.scenario.re) - 300.0).abs() < 1.0,
+                "{}",
+                v.label
+            );
+            // The SEs run the scenario's client settings, the simulator's too.
+            assert_eq!(
+                v.scenario.se.overload.client.rate_tau,
+                Duration::from_millis(20)
+            );
+        }
+        let wires: Vec<Option<OcAlgorithm>> =
+            plan.variants.iter().map(|v| v.scenario.wire()).collect();
+        assert_eq!(wires[0], None, "none: no feedback");
+        assert_eq!(wires[1], Some(OcAlgorithm::Rate));
+        assert_eq!(wires[2], Some(OcAlgorithm::Loss));
+        let local = OverloadConfig::default();
+        assert!(!is_topology(&local).unwrap(), "local controls: one proxy");
+        let bad = OverloadConfig {
+            variants: vec!["win-disc/rate".into()],
+            ..OverloadConfig::default()
+        };
+        assert!(plan_variants(&bad)
+            .unwrap_err()
+            .contains("cannot be carried as rate"));
+    }
+
+    fn live(variant: &str, x: f64, goodput: f64, with_180: Option<f64>) -> PointResult {
+        PointResult {
+            experiment: "e".into(),
+            variant: variant.into(),
+            caller: "sluice",
+            window: 1..=2,
+            algorithm: "win-disc/sluicewin".into(),
+            x,
+            offered_load_measured: x,
+            capacity_cps: 300.0,
+            goodput,
+            goodput_cps: goodput * 300.0,
+            goodput_with_180: with_180,
+            retrans_ratio: 0.0,
+            setup_delay_p50_ms: None,
+            setup_delay_p99_ms: None,
+            occupancy: None,
+            reject_ratio: 0.0,
+            calls_offered: 0,
+            calls_good: 0,
+            proxy_dropped: None,
+            uac_retransmissions_sent: 0,
+            uac_retransmissions_received: 0,
+            uas_2xx_retransmissions: 0,
+            forwarded_calls: None,
+            rejected_calls: None,
+            proxy_cpu_s: None,
+            rows: vec![SecondRow {
+                second: 1,
+                counts: Counts::default(),
+                pdd_p50_ms: None,
+                pdd_p99_ms: None,
+                in_progress: 0,
+            }],
+            per_source: Vec::new(),
+        }
+    }
+
+    fn simulated(goodput: f64) -> RunReport {
+        RunReport {
+            goodput,
+            setup_delay_p99_ms: 42.5,
+            ..RunReport::default()
+        }
+    }
+
+    #[test]
+    fn the_comparison_pairs_points_by_variant_and_load_by_the_papers_rule() {
+        let live_points = [
+            live("a", 1.0, 0.98, Some(0.95)),
+            live("a", 4.0, 0.90, Some(0.70)),
+            live("b", 4.0, 0.50, None),
+        ];
+        let sim = [
+            ("a", 1.0, simulated(0.97)),
+            ("a", 4.0, simulated(0.92)),
+            ("b", 4.0, simulated(0.45)),
+            ("b", 8.0, simulated(0.40)),
+        ];
+        let rows = compare(&sim, &live_points);
+        // b at 8x has no live point.
+        assert_eq!(rows.len(), 3);
+        // The 180 rule where the live point has it, the caller's count otherwise.
+        assert!((rows[0].live - 0.95).abs() < 1e-12 && rows[0].pass());
+        assert!((rows[1].diff() - 0.22).abs() < 1e-9 && !rows[1].pass());
+        assert!((rows[2].live - 0.50).abs() < 1e-12 && rows[2].pass());
+        let csv = comparison_csv(&rows);
+        let lines: Vec<&str> = csv.lines().collect();
+        assert_eq!(lines.len(), 4);
+        assert_eq!(
+            lines[2],
+            "a,4,0.7000,0.9200,0.2200,false,42.50,0.0000,0.0000,0.0000"
+        );
+    }
 
     #[test]
     fn a_variant_runs_the_scenarios_proxies_with_the_wire_it_names() {

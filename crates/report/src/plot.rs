@@ -6,12 +6,14 @@ use std::path::Path;
 use plotters::prelude::*;
 
 /// One curve: a label and its points.
+#[derive(Clone, Debug)]
 pub struct Series {
     pub label: String,
     pub points: Vec<(f64, f64)>,
 }
 
 /// Axis text and limits.
+#[derive(Clone, Copy, Debug)]
 pub struct Axes<'a> {
     pub title: &'a str,
     pub x_label: &'a str,

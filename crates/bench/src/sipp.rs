@@ -1,6 +1,7 @@
-//! SIPp as the calling side of `sluice bench overload`, measured the way `sluice load uac`
-//! measures: per-second rows of calls offered, calls set up within 10 s (goodput), failures
-//! and retransmissions, and the setup delay (first INVITE to ACK) of every call.
+//! SIPp in the live benches: its statistics for `sluice bench proxy`'s steps, and SIPp as
+//! the calling side of `sluice bench overload`, measured the way `sluice load uac` measures:
+//! per-second rows of calls offered, calls set up within 10 s (goodput), failures and
+//! retransmissions, and the setup delay (first INVITE to ACK) of every call.
 //!
 //! The scenario (`tests/sipp/uac-setup.xml`) starts response-time duration 1 at the first
 //! INVITE, stops it when the ACK goes out and splits calls at 10 s with
@@ -14,7 +15,7 @@
 //! offered load exactly when a collapsing proxy delays calls; `-l` is set to every call of
 //! the run so that SIPp, like `sluice load`, keeps offering its rate.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fs;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -23,24 +24,11 @@ use std::time::{Duration, Instant};
 
 use sluice_load::{Counts, SecondRow};
 
-/// What the calling side measured in one run (SIPp here, or `sluice load uac` converted),
-/// in the units of `sluice load uac`'s summary.
-#[derive(Debug, Default)]
-pub struct CallerRun {
-    pub rows: Vec<SecondRow>,
-    /// Seconds from SIPp's start to its last statistics row.
-    pub duration_s: f64,
-    /// Messages SIPp sent (first sends and retransmissions).
-    pub messages_sent: u64,
-    pub retransmissions_sent: u64,
-    /// Retransmissions SIPp received (of messages it waits for).
-    pub retransmissions_received: u64,
-    pub setup_p50_ms: Option<f64>,
-    pub setup_p99_ms: Option<f64>,
-}
+use crate::point::CallerRun;
 
 /// A SIPp UAC placing calls at `rate` for `duration` seconds through `target`, with `hold`
 /// seconds between ACK and BYE, stopping by itself after `budget` seconds.
+#[derive(Clone, Copy, Debug)]
 pub struct SippUac<'a> {
     pub scenario: &'a Path,
     pub target: SocketAddr,
@@ -138,6 +126,31 @@ impl SippUac<'_> {
         let _ = fs::remove_dir_all(&dir);
         Ok(run)
     }
+}
+
+/// The last row of a SIPp `-trace_stat` file as name → value.
+pub fn last_stats(path: &Path) -> Result<BTreeMap<String, String>, String> {
+    let text = fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    last_row(&text).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+fn last_row(text: &str) -> Result<BTreeMap<String, String>, &'static str> {
+    let mut lines = text.lines().filter(|l| !l.trim().is_empty());
+    let header = lines.next().ok_or("empty")?;
+    let last = lines.next_back().ok_or("no rows")?;
+    Ok(header
+        .split(';')
+        .zip(last.split(';'))
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .collect())
+}
+
+/// A counter of [`last_stats`], 0 if absent.
+pub fn stat(stats: &BTreeMap<String, String>, key: &str) -> u64 {
+    stats
+        .get(key)
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0)
 }
 
 /// SIPp names its trace files `<scenario>_<pid>_<kind>.csv` in its working directory.
@@ -426,6 +439,15 @@ x;00:00:02:001000;1202;700;0;900;2;140;30;140;30;134;31;\n";
         assert_eq!(run.messages_sent, 1202 + 140 + 134 + 700 + 30 + 31);
         assert_eq!(run.retransmissions_sent, 761);
         assert_eq!(run.retransmissions_received, 32);
+    }
+
+    #[test]
+    fn the_last_stat_row_gives_each_counter_by_name() {
+        let stats = last_row(STAT).unwrap();
+        assert_eq!(stat(&stats, "OutgoingCall(C)"), 7828);
+        assert_eq!(stat(&stats, "FailedMaxUDPRetrans(C)"), 1);
+        assert_eq!(stat(&stats, "NoSuchColumn"), 0);
+        assert!(last_row("header;only\n").is_err());
     }
 
     #[test]

@@ -13,31 +13,23 @@
 use std::fmt::Write as _;
 use std::path::PathBuf;
 
-use clap::Args;
 use serde::Serialize;
 
-use crate::load::{
-    bench_one, kamailio_command, print_step_header, sluice_proxy_command, GeneratorArg,
-    ProxyBenchArgs,
-};
+use crate::console::Console;
+use crate::process::{kamailio_command, sluice_proxy_command};
+use crate::proxy_bench::{bench_one, step_header, Generator, ProxyBench};
 
-#[derive(Args, Debug)]
-pub struct BetaArgs {
-    /// Call rate of every run, calls/s (below the proxy's capacity: a forwarding run that
-    /// fails or retransmits measures a collapse, not a cost).
-    #[arg(long, default_value_t = 2000.0)]
+/// `sluice bench beta`'s settings.
+#[derive(Clone, Debug)]
+pub struct Beta {
+    /// Call rate of every run, calls/s.
     pub rate: f64,
     /// Seconds of calls per run.
-    #[arg(long, default_value_t = 8.0)]
     pub secs: f64,
-    /// Also measure Kamailio with `--kamailio-cfg` (tests/kamailio/ratelimit.cfg, one worker).
-    #[arg(long)]
+    /// Also measure Kamailio with `kamailio_cfg`.
     pub kamailio: bool,
-    /// Kamailio config with the ratelimit module and an `RL_PIPE` define.
-    #[arg(long, default_value = "tests/kamailio/ratelimit.cfg")]
     pub kamailio_cfg: PathBuf,
     /// Directory for beta.json.
-    #[arg(long)]
     pub out: Option<PathBuf>,
 }
 
@@ -54,10 +46,10 @@ pub struct CostRatio {
 }
 
 /// sluice's config that rejects every new INVITE at the receive stage.
-const REJECT_ALL: &str = "[admission]\npolicy = \"threshold\"\n\
-[admission.threshold]\nhigh_watermark = 0\nlow_watermark = 0\n";
+const REJECT_ALL: &str = "[control]\nalgorithm = \"threshold\"\n\
+[control.threshold]\nhigh_watermark = 0\nlow_watermark = 0\n";
 
-pub fn bench_beta(args: &BetaArgs) -> Result<(), String> {
+pub fn bench_beta(args: &Beta, console: &dyn Console) -> Result<(), String> {
     if !(args.rate > 0.0 && args.secs > 0.0) {
         return Err("need --rate > 0 and --secs > 0".into());
     }
@@ -78,24 +70,25 @@ pub fn bench_beta(args: &BetaArgs) -> Result<(), String> {
     }
     std::fs::write(&reject_cfg, REJECT_ALL)
         .map_err(|e| format!("{}: {e}", reject_cfg.display()))?;
-    let bench = ProxyBenchArgs {
+    let bench = ProxyBench {
         proxies: Vec::new(),
         start: args.rate,
         step: args.rate,
         max: args.rate,
         step_secs: args.secs,
         drain: 3.0,
-        generator: GeneratorArg::Sluice,
+        generator: Generator::Sluice,
         sipp_scenarios: PathBuf::from("tests/sipp"),
         kamailio_cfg: args.kamailio_cfg.clone(),
         out: None,
     };
     let mut results = Vec::new();
-    print_step_header();
+    console.line(&step_header());
+    console.begin(2 * pairs.len() as u64);
     let outcome = (|| {
         for (label, forward, reject) in &pairs {
-            let forwarded = bench_one(forward, &bench)?;
-            let rejected = bench_one(reject, &bench)?;
+            let forwarded = bench_one(forward, &bench, console)?;
+            let rejected = bench_one(reject, &bench, console)?;
             let (Some(f), Some(r)) = (forwarded.steps.first(), rejected.steps.first()) else {
                 return Err(format!("{label}: no measurement"));
             };
@@ -129,6 +122,7 @@ pub fn bench_beta(args: &BetaArgs) -> Result<(), String> {
         Ok(())
     })();
     let _ = std::fs::remove_file(&reject_cfg);
+    console.finish();
     outcome?;
     let mut table = format!(
         "\n{:<10} {:>8} {:>18} {:>18} {:>7}\n",
@@ -141,7 +135,9 @@ pub fn bench_beta(args: &BetaArgs) -> Result<(), String> {
             b.proxy, b.rate, b.forwarded_us, b.rejected_us, b.beta
         );
     }
-    print!("{table}");
+    for line in table.lines() {
+        console.line(line);
+    }
     if let Some(dir) = &args.out {
         std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
         let json = serde_json::to_string_pretty(&results).map_err(|e| e.to_string())?;

@@ -14,7 +14,7 @@
 //! load with double feed (user-centric), max-min fair shares otherwise (provider-centric:
 //! an equal split, where a source offering less than its equal share keeps what it offers).
 //!
-//! Measured (session 4, `shen2008-fig27-31` at 0.25, 300 calls/s, two runs): in the
+//! Measured (`shen2008-fig27-31` at 0.25, 300 calls/s, two runs): in the
 //! three-source phase every double-feed variant was within 0.04 of the proportional shares
 //! 0.10/0.30/0.60 (rate-abs and win-cont within 0.005), and within 0.04 of the simulator on
 //! the same schedule.
@@ -24,16 +24,19 @@ use std::path::Path;
 
 use sluice_control::Fairness;
 use sluice_load::Schedule;
+use sluice_report::files::{csv_field, file_stem, write};
+use sluice_report::plot::{line_chart, Axes, Series};
 use sluice_sim::experiment::Experiment;
 use sluice_sim::Scenario;
 
-use crate::overload::{self, PointResult};
-use crate::plot::{self, Axes, Series};
+use crate::console::{say, Console};
+use crate::parallel::simulate;
+use crate::point::PointResult;
 
 /// Which share of the phase is left for the algorithms to settle before it is measured.
 const SETTLE_FRACTION: f64 = 0.2;
 
-/// How far a source's share may be from the fairness policy's (issue #5's live criterion).
+/// How far a source's share may be from the fairness policy's (the live criterion).
 pub const SHARE_TOLERANCE: f64 = 0.07;
 
 /// Plots are smoothed over this many seconds (the CSVs keep the raw seconds).
@@ -282,6 +285,7 @@ pub fn report(
     name: &str,
     d: &Dynamic,
     variants: &[(&PointResult, Fairness)],
+    console: &dyn Console,
 ) -> Result<usize, String> {
     let names: Vec<&str> = d.sources.iter().map(|(n, _)| n.as_str()).collect();
     let mut csv = String::from("variant,fairness,from_s,to_s,source,load,share,promised,diff\n");
@@ -291,15 +295,24 @@ pub fn report(
             Fairness::UserCentric => "user-centric",
             Fairness::ProviderCentric => "provider-centric",
         };
-        println!("\n{} ({fairness_name}): goodput share of the RE's capacity per source, each phase after its first fifth", p.variant);
-        println!(
+        say!(console, "\n{} ({fairness_name}): goodput share of the RE's capacity per source, each phase after its first fifth", p.variant);
+        say!(
+            console,
             "{:>13} {:>22} {:>24} {:>24} {:>6} {:>6} {:>8} {:>5}",
-            "seconds", "loads", "shares", "promised", "total", "Jain", "max diff", "ok"
+            "seconds",
+            "loads",
+            "shares",
+            "promised",
+            "total",
+            "Jain",
+            "max diff",
+            "ok"
         );
         for r in analyse(d, p, *fairness) {
             let ok = !r.overloaded() || r.max_diff() <= SHARE_TOLERANCE;
             missed += usize::from(!ok);
-            println!(
+            say!(
+                console,
                 "{:>6.0}-{:<6.0} {:>22} {:>24} {:>24} {:>6.3} {:>6.3} {:>8.3} {:>5}",
                 r.from,
                 r.to,
@@ -321,7 +334,7 @@ pub fn report(
                 let _ = writeln!(
                     csv,
                     "{},{fairness_name},{:.1},{:.1},{source},{:.3},{:.4},{:.4},{:.4}",
-                    overload::csv_field(&p.variant),
+                    csv_field(&p.variant),
                     r.from,
                     r.to,
                     r.phase.loads[i],
@@ -333,7 +346,7 @@ pub fn report(
         }
         plot_variant(out, name, p)?;
     }
-    overload::write(&out.join("phases.csv"), &csv)?;
+    write(&out.join("phases.csv"), &csv)?;
     Ok(missed)
 }
 
@@ -383,12 +396,8 @@ fn plot_variant(out: &Path, name: &str, p: &PointResult) -> Result<(), String> {
         label: "total".into(),
         points: smooth(&total),
     });
-    let file = format!(
-        "{}-{}.svg",
-        crate::sim::file_stem(name),
-        crate::sim::file_stem(&p.variant)
-    );
-    plot::line_chart(
+    let file = format!("{}-{}.svg", file_stem(name), file_stem(&p.variant));
+    line_chart(
         &out.join(file),
         &Axes {
             title: &format!("{} (live, {SMOOTHING_S} s moving average)", p.variant),
@@ -404,13 +413,14 @@ fn plot_variant(out: &Path, name: &str, p: &PointResult) -> Result<(), String> {
 /// Runs each variant's scenario through the simulator on the same compressed schedule and
 /// prints its per-phase shares next to the live ones; writes `phases-sim.csv`.
 /// `scenarios` are the live variants' scaled scenarios, in the order of `live`.
-pub fn compare_with_simulator(
+pub fn compare_phases_with_simulator(
     out: &Path,
     d: &Dynamic,
     scale: f64,
     hold: f64,
     scenarios: &[Scenario],
     live: &[(&PointResult, Fairness)],
+    console: &dyn Console,
 ) -> Result<(), String> {
     let runs: Vec<Scenario> = scenarios
         .iter()
@@ -430,15 +440,20 @@ pub fn compare_with_simulator(
             sc
         })
         .collect();
-    println!(
+    say!(
+        console,
         "\nsimulator: the same {} variant(s) on the same schedule...",
         runs.len()
     );
-    let reports = crate::hop_bench::simulate_all(&runs.iter().collect::<Vec<_>>())?;
+    let reports = simulate(&runs)?;
     let mut csv = String::from("variant,from_s,to_s,source,live_share,sim_share,diff\n");
     for ((p, fairness), r) in live.iter().zip(&reports) {
         let Some(ts) = &r.timeseries else { continue };
-        println!("\n{}: live and simulated shares per phase", p.variant);
+        say!(
+            console,
+            "\n{}: live and simulated shares per phase",
+            p.variant
+        );
         for lr in analyse(d, p, *fairness) {
             if !lr.overloaded() {
                 continue;
@@ -465,7 +480,8 @@ pub fn compare_with_simulator(
                 .zip(&sim)
                 .map(|(a, b)| (a - b).abs())
                 .fold(0.0, f64::max);
-            println!(
+            say!(
+                console,
                 "  {:>6.0}-{:<6.0} live {}  sim {}  max |diff| {diff:.3}",
                 lr.from,
                 lr.to,
@@ -476,7 +492,7 @@ pub fn compare_with_simulator(
                 let _ = writeln!(
                     csv,
                     "{},{:.1},{:.1},{name},{:.4},{:.4},{:.4}",
-                    overload::csv_field(&p.variant),
+                    csv_field(&p.variant),
                     lr.from,
                     lr.to,
                     lr.got[i],
@@ -486,7 +502,7 @@ pub fn compare_with_simulator(
             }
         }
     }
-    overload::write(&out.join("phases-sim.csv"), &csv)
+    write(&out.join("phases-sim.csv"), &csv)
 }
 
 #[cfg(test)]

@@ -1,0 +1,171 @@
+//! The files of a live sweep: `summary.csv` (the columns of `sluice sim`, then live-only
+//! ones), `points.jsonl`, `series.csv` and the SVG plots.
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use sluice_control::optimal::optimal_goodput;
+use sluice_load::SecondRow;
+use sluice_report::files::{create_dir, csv_field, file_stem, write};
+use sluice_report::plot::{line_chart, Axes, Series};
+
+use crate::point::PointResult;
+use crate::proxy_config::TARGET_CPU;
+
+/// summary.csv (the columns of `sluice sim`, then live-only ones), points.jsonl,
+/// series.csv (per point, source and second, the caller's row: `sluice` or `sipp`, or in a
+/// topology each UAC's) and the goodput SVG.
+pub fn write_outputs(
+    out: &Path,
+    name: &str,
+    title: &str,
+    points: &[PointResult],
+    beta: Option<f64>,
+) -> Result<(), String> {
+    create_dir(out)?;
+    let mut csv = String::from(
+        "experiment,variant,algorithm,seed,x,offered_load,goodput,goodput_cps,retrans_ratio,setup_delay_p50_ms,setup_delay_p99_ms,occupancy,reject_ratio,offered_load_measured,calls_offered,calls_good,re_queue_mean,re_dropped,capacity_cps,uac_retrans_sent,uas_2xx_retrans,goodput_with_180\n",
+    );
+    let o = |v: Option<f64>, prec: usize| v.map_or(String::new(), |v| format!("{v:.prec$}"));
+    for p in points {
+        let _ = writeln!(
+            csv,
+            "{},{},{},0,{},{:.3},{:.4},{:.3},{:.4},{},{},{},{:.4},{:.4},{},{},,{},{:.1},{},{},{}",
+            csv_field(&p.experiment),
+            csv_field(&p.variant),
+            p.algorithm,
+            p.x,
+            p.x,
+            p.goodput,
+            p.goodput_cps,
+            p.retrans_ratio,
+            o(p.setup_delay_p50_ms, 2),
+            o(p.setup_delay_p99_ms, 2),
+            o(p.occupancy, 4),
+            p.reject_ratio,
+            p.offered_load_measured,
+            p.calls_offered,
+            p.calls_good,
+            p.proxy_dropped.map_or(String::new(), |d| d.to_string()),
+            p.capacity_cps,
+            p.uac_retransmissions_sent,
+            p.uas_2xx_retransmissions,
+            o(p.goodput_with_180, 4),
+        );
+    }
+    write(&out.join("summary.csv"), &csv)?;
+    let mut jsonl = String::new();
+    let mut series = format!("variant,x,source,{}\n", SecondRow::CSV_HEADER);
+    for p in points {
+        let _ = writeln!(
+            jsonl,
+            "{}",
+            serde_json::to_string(p).map_err(|e| e.to_string())?
+        );
+        let whole = [(p.caller.to_owned(), p.rows.clone())];
+        let sources = if p.per_source.is_empty() {
+            &whole[..]
+        } else {
+            &p.per_source[..]
+        };
+        for (source, rows) in sources {
+            for r in rows {
+                let _ = writeln!(
+                    series,
+                    "{},{},{},{}",
+                    csv_field(&p.variant),
+                    p.x,
+                    csv_field(source),
+                    r.csv()
+                );
+            }
+        }
+    }
+    write(&out.join("points.jsonl"), &jsonl)?;
+    write(&out.join("series.csv"), &series)?;
+
+    let mut labels: Vec<&str> = Vec::new();
+    for p in points {
+        if !labels.contains(&p.variant.as_str()) {
+            labels.push(&p.variant);
+        }
+    }
+    let curve = |f: &dyn Fn(&PointResult) -> f64| -> Vec<Series> {
+        labels
+            .iter()
+            .map(|l| Series {
+                label: (*l).to_owned(),
+                points: points
+                    .iter()
+                    .filter(|p| p.variant == *l)
+                    .map(|p| (p.x, f(p)))
+                    .collect(),
+            })
+            .collect()
+    };
+    let x_max = points.iter().map(|p| p.x).fold(1.0_f64, f64::max);
+    let ideal = beta.map(|b| Series {
+        label: format!("g_opt(r), beta {b:.2}, C_T {TARGET_CPU}"),
+        points: (0..=200)
+            .map(|i| {
+                let r = x_max * f64::from(i) / 200.0;
+                (r, optimal_goodput(r, b, TARGET_CPU))
+            })
+            .collect(),
+    });
+    let stem = file_stem(name);
+    line_chart(
+        &out.join(format!("{stem}.svg")),
+        &Axes {
+            title,
+            x_label: "offered load (multiples of the proxy's capacity)",
+            y_label: "goodput (normalised)",
+            y_max: 1.1,
+        },
+        &curve(&|p| p.goodput),
+        ideal.as_ref(),
+    )?;
+    line_chart(
+        &out.join(format!("{stem}-retrans.svg")),
+        &Axes {
+            title: &format!("{title}: retransmission ratio"),
+            x_label: "offered load (multiples of the proxy's capacity)",
+            y_label: "retransmissions / messages",
+            y_max: 0.0,
+        },
+        &curve(&|p| p.retrans_ratio),
+        None,
+    )?;
+    // Proxies at their native speed (--proxy-cmd) differ in capacity, so a normalised curve
+    // hides what an operator sees: calls/s set up at the same offered calls/s.
+    let native: Vec<Series> = labels
+        .iter()
+        .filter(|l| {
+            points
+                .iter()
+                .any(|p| p.variant == **l && p.algorithm == "external")
+        })
+        .map(|l| Series {
+            label: (*l).to_owned(),
+            points: points
+                .iter()
+                .filter(|p| p.variant == *l)
+                .map(|p| (p.x * p.capacity_cps, p.goodput_cps))
+                .collect(),
+        })
+        .collect();
+    if native.is_empty() {
+        return Ok(());
+    }
+    line_chart(
+        &out.join(format!("{stem}-native.svg")),
+        &Axes {
+            title: &format!("{title}: proxies at native speed"),
+            x_label: "offered load (calls/s)",
+            y_label: "goodput (calls/s)",
+            y_max: 0.0,
+        },
+        &native,
+        None,
+    )
+}

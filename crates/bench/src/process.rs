@@ -1,0 +1,283 @@
+//! What the live benches start on loopback and how they stop it: sluice's proxy in a
+//! thread of this process, a proxy command (Kamailio, or any command line) as a child
+//! process, sluice's UAS in a thread; and what they read about them (CPU time from /proc,
+//! the machine's load average).
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use sluice_load::shell::{self, Stop};
+use sluice_load::UasConfig;
+use sluice_proxy::{Proxy, ProxyConfig, ProxyReport, ShutdownHandle};
+
+/// A free UDP port on 127.0.0.1 (free when asked; another process may take it after).
+pub fn free_udp_port() -> Result<u16, String> {
+    let s = std::net::UdpSocket::bind("127.0.0.1:0").map_err(|e| e.to_string())?;
+    Ok(s.local_addr().map_err(|e| e.to_string())?.port())
+}
+
+/// A token for a UAC's Call-IDs and branches that differs from run to run, so a UAS or
+/// proxy that outlives one run does not take the next run's calls for retransmissions.
+pub fn fresh_run_token() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64 % 1_000_000_000_000)
+}
+
+/// This executable's `sluice proxy` as a command template (see [`fill_template`]).
+pub fn sluice_proxy_command() -> Result<String, String> {
+    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    Ok(format!(
+        "'{}' proxy --listen {{listen}} --next-hop {{next_hop}} --duration {{duration}}",
+        exe.display()
+    ))
+}
+
+/// Kamailio with `cfg` and `workers` UDP workers as a command template.
+pub fn kamailio_command(cfg: &Path, workers: u32) -> Result<String, String> {
+    if !cfg.is_file() {
+        return Err(format!(
+            "{}: no such file (run from the repository root or give --kamailio-cfg)",
+            cfg.display()
+        ));
+    }
+    Ok(format!(
+        "kamailio -f '{}' -DD -E -m 1024 -n {workers} -l udp:{{listen}} -A 'NEXT_HOP=\"sip:{{next_hop}}\"'",
+        cfg.display()
+    ))
+}
+
+/// A command template with `{listen}`, `{next_hop}`, `{listen_port}`, `{next_hop_port}` and
+/// `{duration}` (whole seconds) filled in.
+pub fn fill_template(
+    template: &str,
+    listen: SocketAddr,
+    next_hop: SocketAddr,
+    duration: f64,
+) -> String {
+    template
+        .replace("{listen}", &listen.to_string())
+        .replace("{next_hop}", &next_hop.to_string())
+        .replace("{listen_port}", &listen.port().to_string())
+        .replace("{next_hop_port}", &next_hop.port().to_string())
+        .replace("{duration}", &format!("{duration:.0}"))
+}
+
+/// Runs `command` with `sh -c 'exec COMMAND'`, its output discarded.
+pub fn spawn_command(command: &str) -> Result<std::process::Child, String> {
+    std::process::Command::new("sh")
+        .args(["-c", &format!("exec {command}")])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .map_err(|e| format!("{command}: {e}"))
+}
+
+/// CPU seconds (user + system) of `pid` and its direct children (e.g. Kamailio's workers),
+/// from /proc.
+pub fn process_tree_cpu(pid: u32) -> Option<f64> {
+    let fields = |stat: &str| -> Option<(u32, u64)> {
+        let rest = &stat[stat.rfind(')')? + 2..];
+        let f: Vec<&str> = rest.split(' ').collect();
+        let ppid = f.get(1)?.parse().ok()?;
+        let ticks = f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?;
+        Some((ppid, ticks))
+    };
+    let (_, own) = fields(&std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?)?;
+    let mut total = own;
+    for entry in std::fs::read_dir("/proc").ok()?.flatten() {
+        let name = entry.file_name();
+        let Some(name) = name
+            .to_str()
+            .filter(|n| n.bytes().all(|b| b.is_ascii_digit()))
+        else {
+            continue;
+        };
+        if let Ok(stat) = std::fs::read_to_string(format!("/proc/{name}/stat")) {
+            if let Some((ppid, ticks)) = fields(&stat) {
+                if ppid == pid {
+                    total += ticks;
+                }
+            }
+        }
+    }
+    Some(total as f64 / 100.0)
+}
+
+/// Asks a child this bench started to stop (SIGTERM lets Kamailio stop its workers), then
+/// kills it if it is still there after 3 s.
+pub fn stop_child(child: &mut std::process::Child) {
+    if let Ok(Some(_)) = child.try_wait() {
+        return;
+    }
+    let _ = std::process::Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
+    let deadline = Instant::now() + Duration::from_secs(3);
+    while Instant::now() < deadline {
+        if let Ok(Some(_)) = child.try_wait() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+/// The system's 1-minute load average (the machine is shared; printed with the numbers).
+pub fn load_average() -> Option<f64> {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}
+
+/// A proxy running for one point.
+#[derive(Debug)]
+pub enum Running {
+    Sluice {
+        stop: ShutdownHandle,
+        /// The report, and the CPU seconds the proxy's thread used.
+        thread: std::thread::JoinHandle<std::io::Result<(ProxyReport, Option<f64>)>>,
+    },
+    Command(std::process::Child),
+}
+
+impl Running {
+    /// Asks the proxy to stop (a command: and waits until it has).
+    pub fn stop(&mut self) {
+        match self {
+            Running::Sluice { stop, .. } => stop.shutdown(),
+            Running::Command(child) => stop_child(child),
+        }
+    }
+
+    /// Stops the proxy and waits for it; sluice's report and its thread's CPU seconds come
+    /// back.
+    pub fn finish(mut self) -> Option<(ProxyReport, Option<f64>)> {
+        self.stop();
+        match self {
+            Running::Sluice { thread, .. } => thread.join().ok().and_then(Result::ok),
+            Running::Command(_) => None,
+        }
+    }
+}
+
+/// sluice's proxy on a free port of 127.0.0.1, forwarding to `next_hop`; it stops by itself
+/// after `budget_s` even if this process never asks it to.
+pub fn start_sluice(
+    config: ProxyConfig,
+    next_hop: SocketAddr,
+    budget_s: f64,
+) -> Result<(SocketAddr, Running), String> {
+    start_sluice_on(
+        config,
+        SocketAddr::from(([127, 0, 0, 1], 0)),
+        next_hop,
+        budget_s,
+    )
+}
+
+/// [`start_sluice`] on a given address (the topology's SEs, whose addresses the RE must
+/// know first).
+pub fn start_sluice_on(
+    mut config: ProxyConfig,
+    listen: SocketAddr,
+    next_hop: SocketAddr,
+    budget_s: f64,
+) -> Result<(SocketAddr, Running), String> {
+    config.listen = listen;
+    config.next_hop = Some(next_hop);
+    config.duration_s = Some(budget_s);
+    config.shutdown_grace_s = 1.0;
+    let (tx, rx) = std::sync::mpsc::channel();
+    let thread = std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        let cpu0 = shell::thread_cpu_seconds();
+        let report = rt.block_on(async move {
+            let proxy = Proxy::bind(config).await?;
+            let _ = tx.send((proxy.local_addr(), proxy.shutdown_handle()));
+            proxy.run().await
+        })?;
+        let cpu = shell::thread_cpu_seconds().zip(cpu0).map(|(b, a)| b - a);
+        Ok((report, cpu))
+    });
+    let (addr, stop) = rx
+        .recv_timeout(Duration::from_secs(10))
+        .map_err(|_| "the sluice proxy did not start".to_owned())?;
+    Ok((addr, Running::Sluice { stop, thread }))
+}
+
+/// A proxy command (a template, see [`fill_template`]) on a free port of 127.0.0.1,
+/// forwarding to `next_hop`, once it answers there.
+pub fn start_command(
+    template: &str,
+    next_hop: SocketAddr,
+    budget_s: f64,
+) -> Result<(SocketAddr, Running), String> {
+    let listen = SocketAddr::from(([127, 0, 0, 1], free_udp_port()?));
+    let command = fill_template(template, listen, next_hop, budget_s);
+    let mut running = Running::Command(spawn_command(&command)?);
+    if !shell::probe(listen, Duration::from_secs(10)) {
+        running.stop();
+        return Err(format!("{command}: no answer on {listen} within 10 s"));
+    }
+    Ok((listen, running))
+}
+
+/// The thread of a UAS started by [`start_uas`].
+pub type UasThread = std::thread::JoinHandle<std::io::Result<shell::Run<sluice_load::UasCounts>>>;
+
+/// The UAS of one point (its counters are the point's): its address, the flag that stops
+/// it, and its thread. It stops by itself 120 s after `duration` in any case.
+pub fn start_uas(duration: f64) -> Result<(SocketAddr, Arc<AtomicBool>, UasThread), String> {
+    let socket =
+        shell::bind_udp(SocketAddr::from(([127, 0, 0, 1], 0))).map_err(|e| e.to_string())?;
+    let addr = socket.local_addr().map_err(|e| e.to_string())?;
+    let flag = Arc::new(AtomicBool::new(false));
+    let stop = Stop {
+        after: Some(Duration::from_secs_f64(duration + 120.0)),
+        flag: Some(flag.clone()),
+    };
+    let thread = std::thread::spawn(move || shell::run_uas(socket, UasConfig::new(addr), &stop));
+    Ok((addr, flag, thread))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn templates_get_addresses_ports_and_whole_seconds() {
+        let listen: SocketAddr = "127.0.0.1:5060".parse().unwrap();
+        let next: SocketAddr = "127.0.0.1:5070".parse().unwrap();
+        assert_eq!(
+            fill_template(
+                "p -l {listen} -n {next_hop} -p {listen_port}/{next_hop_port} -d {duration}",
+                listen,
+                next,
+                41.6
+            ),
+            "p -l 127.0.0.1:5060 -n 127.0.0.1:5070 -p 5060/5070 -d 42"
+        );
+    }
+
+    #[test]
+    fn this_process_has_cpu_time_in_proc() {
+        // Burn a little CPU so the count is above zero even on a fresh process.
+        let mut x = 0u64;
+        for i in 0..20_000_000u64 {
+            x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(i));
+        }
+        let cpu = process_tree_cpu(std::process::id()).expect("/proc is readable");
+        assert!(cpu > 0.0, "{cpu}");
+    }
+}

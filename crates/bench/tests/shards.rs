@@ -1,0 +1,190 @@
+//! A sweep run in three shards and merged writes exactly what one unsharded run writes; the
+//! merge refuses an incomplete or mixed set of shards.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use sluice_bench::console::Quiet;
+use sluice_bench::sweep::{run_all, run_shard};
+use sluice_report::experiment::write_all;
+use sluice_report::shard::{merge, Shard};
+use sluice_sim::experiment::{Experiment, Overrides};
+
+/// Five points, so the shards hold 2, 2 and 1.
+const SWEEP: &str = r#"
+name = "shard-sweep"
+title = "tiny sweep in shards"
+[base]
+duration_s = 8
+warmup_s = 2
+[sweep]
+offered_load = [0.5, 1.5, 3.0, 6.0, 9.0]
+seeds = [7]
+[[variant]]
+label = "rate-abs"
+scenario = { re = { control = { algorithm = "rate-abs" } } }
+"#;
+
+/// Time series (with NaN where the RE had no estimate) and per-run plots.
+const DYNAMIC: &str = r#"
+name = "shard-dynamic"
+title = "tiny dynamic load in shards"
+kind = "dynamic"
+seeds = [1]
+[base]
+duration_s = 10
+warmup_s = 0
+[[base.sources]]
+name = "UA1"
+share = 1.0
+schedule = [{ at_s = 0.0, load = 0.4 }]
+[[base.sources]]
+name = "UA2"
+share = 1.0
+schedule = [{ at_s = 4.0, load = 2.0 }]
+[plot]
+dynamics = true
+[[variant]]
+label = "none"
+scenario = { re = { control = { algorithm = "none" } } }
+[[variant]]
+label = "win-disc"
+scenario = { re = { control = { algorithm = "win-disc" } } }
+[[variant]]
+label = "rate-abs"
+scenario = { re = { control = { algorithm = "rate-abs" } } }
+"#;
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("sluice-shards-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    dir
+}
+
+/// Every file under `dir`, by relative path.
+fn files(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
+    let mut out = BTreeMap::new();
+    let mut todo = vec![dir.to_owned()];
+    while let Some(d) = todo.pop() {
+        for entry in std::fs::read_dir(&d).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                todo.push(path);
+            } else {
+                let rel = path.strip_prefix(dir).unwrap().to_owned();
+                out.insert(rel, std::fs::read(&path).unwrap());
+            }
+        }
+    }
+    out
+}
+
+/// Runs `text` whole and in three shards; returns the whole output's folder and the shards'.
+fn whole_and_shards(text: &str, tag: &str) -> (PathBuf, Vec<PathBuf>) {
+    let overrides = Overrides::default();
+    let e = Experiment::from_toml(text, &overrides).unwrap();
+    let whole = scratch(&format!("{tag}-whole"));
+    run_all(&e, 2, &whole, &Quiet).unwrap();
+    let shards: Vec<PathBuf> = (1..=3)
+        .map(|i| {
+            let dir = scratch(&format!("{tag}-shard{i}"));
+            let runs = run_shard(
+                &e,
+                text,
+                &overrides,
+                Shard::new(i, 3).unwrap(),
+                1,
+                &dir,
+                &Quiet,
+            )
+            .unwrap();
+            assert_eq!(
+                runs.iter().map(|(p, _)| *p).collect::<Vec<_>>(),
+                (i - 1..e.points.len()).step_by(3).collect::<Vec<_>>()
+            );
+            dir
+        })
+        .collect();
+    (whole, shards)
+}
+
+fn assert_merge_equals(whole: &Path, shards: &[PathBuf], tag: &str) {
+    // In any order.
+    let mut given = shards.to_vec();
+    given.reverse();
+    let merged = merge(&given).unwrap();
+    let out = scratch(&format!("{tag}-merged"));
+    write_all(&out, &merged.experiment, &merged.reports).unwrap();
+    let (a, b) = (files(whole), files(&out));
+    assert_eq!(
+        a.keys().collect::<Vec<_>>(),
+        b.keys().collect::<Vec<_>>(),
+        "the same files"
+    );
+    for (name, bytes) in &a {
+        assert!(bytes == &b[name], "{} differs", name.display());
+    }
+}
+
+#[test]
+fn three_shards_merged_are_the_unsharded_sweep_byte_for_byte() {
+    let (whole, shards) = whole_and_shards(SWEEP, "sweep");
+    assert!(files(&whole).len() >= 5, "summary, runs and three plots");
+    assert_merge_equals(&whole, &shards, "sweep");
+
+    // A missing shard is named.
+    let err = merge(&[shards[0].clone(), shards[2].clone()]).unwrap_err();
+    assert!(err.contains("missing shard(s) 2/3"), "{err}");
+    // A shard given twice is refused.
+    let err = merge(&[shards[0].clone(), shards[1].clone(), shards[1].clone()]).unwrap_err();
+    assert!(err.contains("shard 2/3 given twice"), "{err}");
+    // Shards of another experiment (here: other overrides) do not mix.
+    let other = scratch("sweep-other");
+    let overrides = Overrides {
+        duration_s: Some(6.0),
+        ..Overrides::default()
+    };
+    let e = Experiment::from_toml(SWEEP, &overrides).unwrap();
+    run_shard(
+        &e,
+        SWEEP,
+        &overrides,
+        Shard::new(2, 3).unwrap(),
+        1,
+        &other,
+        &Quiet,
+    )
+    .unwrap();
+    let err = merge(&[shards[0].clone(), other, shards[2].clone()]).unwrap_err();
+    assert!(err.contains("different overrides"), "{err}");
+    let text = SWEEP.replace("seeds = [7]", "seeds = [8]");
+    let e = Experiment::from_toml(&text, &Overrides::default()).unwrap();
+    let changed = scratch("sweep-changed");
+    run_shard(
+        &e,
+        &text,
+        &Overrides::default(),
+        Shard::new(2, 3).unwrap(),
+        1,
+        &changed,
+        &Quiet,
+    )
+    .unwrap();
+    let err = merge(&[shards[0].clone(), changed, shards[2].clone()]).unwrap_err();
+    assert!(err.contains("different experiments"), "{err}");
+    // A folder that is not a shard's.
+    let err = merge(&[whole]).unwrap_err();
+    assert!(err.contains("not a shard's output"), "{err}");
+}
+
+#[test]
+fn a_dynamic_experiments_shards_merge_into_its_time_series_and_plots() {
+    let (whole, shards) = whole_and_shards(DYNAMIC, "dynamic");
+    let names = files(&whole);
+    assert!(
+        names.keys().any(|p| p.starts_with("timeseries")),
+        "{:?}",
+        names.keys()
+    );
+    assert_merge_equals(&whole, &shards, "dynamic");
+}

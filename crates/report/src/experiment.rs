@@ -1,0 +1,348 @@
+//! The simulator's experiment output: `summary.csv` (one row per run), `runs.jsonl` (every
+//! report in full), `timeseries/*.csv` for dynamic experiments and the SVG plots named after
+//! the figure. Floats are written with fixed precision and runs in the points' order, so the
+//! same reports give the same bytes.
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use sluice_sim::experiment::{Experiment, Kind, RunPoint};
+use sluice_sim::RunReport;
+
+use crate::files::{create_dir, csv_field, file_stem, write};
+use crate::plot::{line_chart, Axes, Series};
+
+/// Writes every output file of `e`'s run into `out` (created if needed); `reports` are in
+/// the order of `e.points`.
+pub fn write_all(out: &Path, e: &Experiment, reports: &[RunReport]) -> Result<(), String> {
+    if reports.len() != e.points.len() {
+        return Err(format!(
+            "{}: {} reports for {} run points",
+            e.name,
+            reports.len(),
+            e.points.len()
+        ));
+    }
+    create_dir(out)?;
+    write_summary(out, e, reports)?;
+    write_runs_json(out, e, reports)?;
+    if e.kind == Kind::Dynamic {
+        write_timeseries(out, e, reports)?;
+    }
+    draw(out, e, reports)
+}
+
+/// One row per run. Floats have fixed precision so identical runs give identical files.
+fn write_summary(out: &Path, e: &Experiment, reports: &[RunReport]) -> Result<(), String> {
+    let mut csv = String::from(
+        "experiment,variant,algorithm,seed,x,offered_load,goodput,goodput_cps,retrans_ratio,setup_delay_p50_ms,setup_delay_p99_ms,occupancy,reject_ratio,offered_load_measured,calls_offered,calls_good,re_queue_mean,re_dropped\n",
+    );
+    for (p, r) in e.points.iter().zip(reports) {
+        let _ = writeln!(
+            csv,
+            "{},{},{},{},{},{:.3},{:.4},{:.3},{:.4},{:.2},{:.2},{:.4},{:.4},{:.4},{},{},{:.2},{}",
+            e.name,
+            csv_field(&p.variant),
+            p.scenario.re.control.algorithm,
+            p.seed,
+            p.x,
+            p.offered_load,
+            r.goodput,
+            r.goodput_cps,
+            r.retrans_ratio,
+            r.setup_delay_p50_ms,
+            r.setup_delay_p99_ms,
+            r.occupancy,
+            r.reject_ratio,
+            r.offered_load,
+            r.calls_offered,
+            r.calls_good,
+            r.re_queue_mean,
+            r.re_dropped,
+        );
+    }
+    write(&out.join("summary.csv"), &csv)
+}
+
+/// Every report in full, one JSON object per line, for analysis beyond the summary.
+fn write_runs_json(out: &Path, e: &Experiment, reports: &[RunReport]) -> Result<(), String> {
+    let mut text = String::new();
+    for (p, r) in e.points.iter().zip(reports) {
+        let line = serde_json::json!({ "variant": p.variant, "seed": p.seed, "x": p.x, "offered_load": p.offered_load, "report": r });
+        let _ = writeln!(text, "{line}");
+    }
+    write(&out.join("runs.jsonl"), &text)
+}
+
+fn write_timeseries(out: &Path, e: &Experiment, reports: &[RunReport]) -> Result<(), String> {
+    let dir = out.join("timeseries");
+    create_dir(&dir)?;
+    for (p, r) in e.points.iter().zip(reports) {
+        let Some(ts) = &r.timeseries else { continue };
+        let names: Vec<String> = r.per_source.iter().map(|s| s.name.clone()).collect();
+        let mut csv = String::from("t_s");
+        for n in &names {
+            let _ = write!(csv, ",goodput_cps_{n}");
+        }
+        for n in &names {
+            let _ = write!(csv, ",offered_cps_{n}");
+        }
+        csv.push_str(",goodput_cps_total,queue_len,occupancy\n");
+        for pt in &ts.points {
+            let _ = write!(csv, "{:.1}", pt.t_s);
+            for g in &pt.goodput_cps {
+                let _ = write!(csv, ",{g:.3}");
+            }
+            for o in &pt.offered_cps {
+                let _ = write!(csv, ",{o:.3}");
+            }
+            let _ = writeln!(
+                csv,
+                ",{:.3},{:.2},{:.4}",
+                pt.goodput_cps.iter().sum::<f64>(),
+                pt.queue_len,
+                pt.occupancy
+            );
+        }
+        let name = format!("{}-seed{}.csv", file_stem(&p.variant), p.seed);
+        write(&dir.join(name), &csv)?;
+    }
+    Ok(())
+}
+
+/// Mean over seeds of (x, y) per variant, in the sweep's load order.
+fn sweep_series(
+    e: &Experiment,
+    reports: &[RunReport],
+    y: impl Fn(&RunReport) -> f64,
+) -> Vec<Series> {
+    e.variants
+        .iter()
+        .map(|v| {
+            let mut points: Vec<(f64, f64, usize)> = Vec::new();
+            for (p, r) in e
+                .points
+                .iter()
+                .zip(reports)
+                .filter(|(p, _)| &p.variant == v)
+            {
+                match points.iter_mut().find(|q| (q.0 - p.x).abs() < 1e-12) {
+                    Some(q) => {
+                        q.1 += y(r);
+                        q.2 += 1;
+                    }
+                    None => points.push((p.x, y(r), 1)),
+                }
+            }
+            Series {
+                label: v.clone(),
+                points: points
+                    .into_iter()
+                    .map(|(x, s, n)| (x, s / n as f64))
+                    .collect(),
+            }
+        })
+        .collect()
+}
+
+fn draw(out: &Path, e: &Experiment, reports: &[RunReport]) -> Result<(), String> {
+    let title = if e.figure.is_empty() {
+        e.title.clone()
+    } else {
+        format!("{}: {}", e.figure, e.title)
+    };
+    match e.kind {
+        Kind::Sweep => {
+            let goodput = sweep_series(e, reports, |r| r.goodput);
+            let x_max = e.points.iter().map(|p| p.x).fold(0.0, f64::max);
+            let ideal = Series {
+                label: "theoretical maximum".into(),
+                points: vec![(0.0, 0.0), (1.0, 1.0), (x_max.max(1.0), 1.0)],
+            };
+            let axes = Axes {
+                title: &title,
+                x_label: &e.plot.x_label,
+                y_label: &e.plot.y_label,
+                y_max: e.plot.y_max,
+            };
+            let ideal = match e.plot.optimal_goodput_target_cpu {
+                Some(target_cpu) => optimal_goodput_series(reports, target_cpu, x_max),
+                None => ideal,
+            };
+            let ideal = (e.plot.ideal_line && e.x_name == "offered_load").then_some(&ideal);
+            line_chart(&out.join(format!("{}.svg", e.name)), &axes, &goodput, ideal)?;
+            let delay = sweep_series(e, reports, |r| r.setup_delay_p99_ms);
+            let axes = Axes {
+                title: &title,
+                x_label: &e.plot.x_label,
+                y_label: "Session setup delay p99 (ms)",
+                y_max: 0.0,
+            };
+            line_chart(
+                &out.join(format!("{}-setup-delay.svg", e.name)),
+                &axes,
+                &delay,
+                None,
+            )?;
+            let retrans = sweep_series(e, reports, |r| r.retrans_ratio);
+            let axes = Axes {
+                title: &title,
+                x_label: &e.plot.x_label,
+                y_label: "Retransmitted share of RE arrivals",
+                y_max: 0.0,
+            };
+            line_chart(
+                &out.join(format!("{}-retransmissions.svg", e.name)),
+                &axes,
+                &retrans,
+                None,
+            )
+        }
+        Kind::Dynamic => {
+            for (p, r) in e.points.iter().zip(reports) {
+                let Some(ts) = &r.timeseries else { continue };
+                let cap = r.capacity_cps.max(1e-9);
+                let per_second = |f: &dyn Fn(&sluice_sim::SeriesPoint) -> f64| -> Vec<(f64, f64)> {
+                    smooth(
+                        &ts.points
+                            .iter()
+                            .map(|pt| (pt.t_s, f(pt) / cap))
+                            .collect::<Vec<_>>(),
+                        SMOOTHING_S,
+                    )
+                };
+                let mut series: Vec<Series> = r
+                    .per_source
+                    .iter()
+                    .enumerate()
+                    .map(|(i, s)| Series {
+                        label: s.name.clone(),
+                        points: per_second(&|pt| pt.goodput_cps.get(i).copied().unwrap_or(0.0)),
+                    })
+                    .collect();
+                series.push(Series {
+                    label: "total".into(),
+                    points: per_second(&|pt| pt.goodput_cps.iter().sum::<f64>()),
+                });
+                let figure = if e.figure.is_empty() {
+                    e.name.as_str()
+                } else {
+                    e.figure.as_str()
+                };
+                let t = format!(
+                    "{figure}: {} ({SMOOTHING_S:.0} s moving average)",
+                    p.variant
+                );
+                let axes = Axes {
+                    title: &t,
+                    x_label: "Time (s)",
+                    y_label: "Goodput (normalised to capacity)",
+                    y_max: e.plot.y_max,
+                };
+                let name = format!("{}-{}-seed{}.svg", e.name, file_stem(&p.variant), p.seed);
+                line_chart(&out.join(name), &axes, &series, None)?;
+                if e.plot.dynamics {
+                    draw_dynamics(out, e, p, ts, figure)?;
+                }
+            }
+            Ok(())
+        }
+    }
+}
+
+/// The RE's dynamics of one run, as De Cicco et al.'s Figure 9: CPU load, accept ratio and
+/// queue length (normalised to the INVITE queue's capacity) on one chart, the INVITEs'
+/// queueing time on another. Seconds without INVITEs leave gaps rather than zeros.
+fn draw_dynamics(
+    out: &Path,
+    e: &Experiment,
+    p: &RunPoint,
+    ts: &sluice_sim::TimeSeries,
+    figure: &str,
+) -> Result<(), String> {
+    let q_max = p.scenario.re.invite_queue_capacity.max(1) as f64;
+    let series_of = |label: &str, f: &dyn Fn(&sluice_sim::SeriesPoint) -> f64| Series {
+        label: label.into(),
+        points: ts
+            .points
+            .iter()
+            .map(|pt| (pt.t_s, f(pt)))
+            .filter(|(_, y)| y.is_finite())
+            .collect(),
+    };
+    let fractions = vec![
+        series_of("CPU load", &|pt| pt.occupancy),
+        series_of("accept ratio", &|pt| pt.accept_ratio),
+        series_of("queue length / q_M", &|pt| pt.queue_len / q_max),
+    ];
+    let t = format!("{figure}: {} (1 s bins)", p.variant);
+    let axes = Axes {
+        title: &t,
+        x_label: "Time (s)",
+        y_label: "Fraction",
+        y_max: 1.1,
+    };
+    let stem = format!("{}-{}-seed{}", e.name, file_stem(&p.variant), p.seed);
+    line_chart(
+        &out.join(format!("{stem}-dynamics.svg")),
+        &axes,
+        &fractions,
+        None,
+    )?;
+    let queueing = vec![series_of("INVITE queueing time (ms)", &|pt| {
+        pt.invite_queueing_ms
+    })];
+    let axes = Axes {
+        title: &t,
+        x_label: "Time (s)",
+        y_label: "Queueing time (ms)",
+        y_max: 0.0,
+    };
+    line_chart(
+        &out.join(format!("{stem}-queueing.svg")),
+        &axes,
+        &queueing,
+        None,
+    )
+}
+
+/// De Cicco et al.'s `g_opt(r)` (eq. 2) over `[0, x_max]` for the runs' cost ratio `β`
+/// (the first run's: an experiment that varies `β` has no single bound).
+fn optimal_goodput_series(reports: &[RunReport], target_cpu: f64, x_max: f64) -> Series {
+    let beta = reports
+        .iter()
+        .map(|r| r.beta)
+        .find(|b| *b > 1.0)
+        .unwrap_or(f64::NAN);
+    let steps = 200;
+    Series {
+        label: format!("g_opt (C_T = {target_cpu}, beta = {beta:.2})"),
+        points: (0..=steps)
+            .map(|i| {
+                let r = x_max * f64::from(i) / f64::from(steps);
+                (
+                    r,
+                    sluice_control::optimal::optimal_goodput(r, beta, target_cpu),
+                )
+            })
+            .filter(|(_, g)| g.is_finite())
+            .collect(),
+    }
+}
+
+/// Plots of per-second goodput are smoothed over this window, as the paper's are; the CSV
+/// files keep the raw seconds.
+const SMOOTHING_S: f64 = 10.0;
+
+/// Centred moving average over `window` seconds of (t, y) points spaced one second apart.
+fn smooth(points: &[(f64, f64)], window: f64) -> Vec<(f64, f64)> {
+    let half = (window / 2.0).max(0.0) as usize;
+    (0..points.len())
+        .map(|i| {
+            let lo = i.saturating_sub(half);
+            let hi = (i + half + 1).min(points.len());
+            let mean = points[lo..hi].iter().map(|p| p.1).sum::<f64>() / (hi - lo) as f64;
+            (points[i].0, mean)
+        })
+        .collect()
+}

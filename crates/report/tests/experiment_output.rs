@@ -1,0 +1,144 @@
+//! The simulator's output folder for tiny experiments: which files, what is in them, and the
+//! same bytes for the same reports.
+
+use std::path::{Path, PathBuf};
+
+use sluice_report::experiment::write_all;
+use sluice_sim::experiment::{Experiment, Overrides};
+use sluice_sim::RunReport;
+
+const SWEEP: &str = r#"
+name = "report-sweep"
+title = "tiny sweep"
+[base]
+duration_s = 12
+warmup_s = 4
+[sweep]
+offered_load = [0.5, 2.0]
+seeds = [3]
+[[variant]]
+label = "none"
+scenario = { re = { control = { algorithm = "none" } } }
+[[variant]]
+label = "win, cont"
+scenario = { re = { control = { algorithm = "win-cont" } } }
+"#;
+
+const DYNAMIC: &str = r#"
+name = "report-dynamic"
+title = "tiny dynamic"
+kind = "dynamic"
+seeds = [1]
+[base]
+duration_s = 12
+warmup_s = 0
+[[base.sources]]
+name = "UA1"
+share = 1.0
+schedule = [{ at_s = 0.0, load = 0.5 }]
+[[base.sources]]
+name = "UA2"
+share = 1.0
+schedule = [{ at_s = 6.0, load = 1.5 }]
+[plot]
+dynamics = true
+[[variant]]
+label = "rate-abs"
+scenario = { re = { control = { algorithm = "rate-abs" } } }
+"#;
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("sluice-report-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    dir
+}
+
+fn run(text: &str) -> (Experiment, Vec<RunReport>) {
+    let e = Experiment::from_toml(text, &Overrides::default()).unwrap();
+    let reports = e
+        .points
+        .iter()
+        .map(|p| sluice_sim::run(&p.scenario))
+        .collect();
+    (e, reports)
+}
+
+fn read(dir: &Path, name: &str) -> String {
+    std::fs::read_to_string(dir.join(name)).unwrap_or_else(|e| panic!("{name}: {e}"))
+}
+
+#[test]
+fn a_sweep_writes_one_row_and_one_json_line_per_run_and_three_plots() {
+    let (e, reports) = run(SWEEP);
+    let a = scratch("sweep-a");
+    write_all(&a, &e, &reports).unwrap();
+    let summary = read(&a, "summary.csv");
+    let rows: Vec<&str> = summary.lines().collect();
+    assert_eq!(rows.len(), 1 + e.points.len());
+    assert!(rows[0].starts_with("experiment,variant,algorithm,seed,x,offered_load,goodput,"));
+    // The label with a comma is quoted; its algorithm follows it.
+    assert!(
+        rows.iter()
+            .any(|r| r.starts_with("report-sweep,\"win, cont\",win-cont,3,2,")),
+        "{summary}"
+    );
+    let goodput_column = rows[0].split(',').position(|c| c == "goodput").unwrap();
+    let runs = read(&a, "runs.jsonl");
+    assert_eq!(runs.lines().count(), e.points.len());
+    for ((line, row), r) in runs.lines().zip(&rows[1..]).zip(&reports) {
+        let v: serde_json::Value = serde_json::from_str(line).unwrap();
+        assert_eq!(v["report"]["calls_good"], r.calls_good);
+        if !row.contains('"') {
+            let cell = row.split(',').nth(goodput_column).unwrap();
+            assert_eq!(cell, format!("{:.4}", r.goodput));
+        }
+    }
+    for svg in [
+        "report-sweep.svg",
+        "report-sweep-setup-delay.svg",
+        "report-sweep-retransmissions.svg",
+    ] {
+        assert!(read(&a, svg).starts_with("<svg"), "{svg}");
+    }
+    assert!(!a.join("timeseries").exists(), "a sweep has no time series");
+    // The same reports again: the same bytes.
+    let b = scratch("sweep-b");
+    write_all(&b, &e, &reports).unwrap();
+    for f in ["summary.csv", "runs.jsonl", "report-sweep.svg"] {
+        assert_eq!(read(&a, f), read(&b, f), "{f}");
+    }
+    assert!(write_all(&b, &e, &reports[1..]).is_err(), "a report short");
+}
+
+#[test]
+fn a_dynamic_run_writes_its_time_series_and_per_run_plots() {
+    let (e, reports) = run(DYNAMIC);
+    let dir = scratch("dynamic");
+    write_all(&dir, &e, &reports).unwrap();
+    let csv = read(&dir, "timeseries/rate-abs-seed1.csv");
+    let mut lines = csv.lines();
+    assert_eq!(
+        lines.next().unwrap(),
+        "t_s,goodput_cps_UA1,goodput_cps_UA2,offered_cps_UA1,offered_cps_UA2,goodput_cps_total,queue_len,occupancy"
+    );
+    let rows: Vec<Vec<f64>> = lines
+        .map(|l| l.split(',').map(|c| c.parse().unwrap()).collect())
+        .collect();
+    assert_eq!(rows.len(), 12, "one row per simulated second");
+    for r in &rows {
+        assert!(
+            (r[5] - (r[1] + r[2])).abs() < 2e-3,
+            "total is the sum: {r:?}"
+        );
+    }
+    // UA2 offers nothing before 6 s and something after.
+    assert!(rows[..6].iter().all(|r| r[4] == 0.0));
+    assert!(rows[7..].iter().any(|r| r[4] > 0.0));
+    for svg in [
+        "report-dynamic-rate-abs-seed1.svg",
+        "report-dynamic-rate-abs-seed1-dynamics.svg",
+        "report-dynamic-rate-abs-seed1-queueing.svg",
+    ] {
+        assert!(read(&dir, svg).starts_with("<svg"), "{svg}");
+    }
+}
