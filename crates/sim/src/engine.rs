@@ -227,10 +227,17 @@ impl Engine {
             let core = ProxyCore::new(config, topo.peer(id).addr, Time::ZERO);
             ProxyNode::new(id, core, place, topo)
         };
+        // The scenario's proxy tables wired to the address plan.
+        let addr = |id: NodeId| topo.peer(id).addr;
         let ses = (0..n)
-            .map(|i| proxy(&sc.se_wired(topo, i), topo.se(i), Place::Se))
+            .map(|i| {
+                let config = sc.se_proxy(i, addr(topo.se(i)), addr(topo.re()));
+                proxy(&config, topo.se(i), Place::Se)
+            })
             .collect();
-        let re = proxy(&sc.re_wired(topo), topo.re(), Place::Re);
+        let neighbours: Vec<_> = (0..n).map(|i| addr(topo.se(i))).collect();
+        let re_config = sc.re_proxy(addr(topo.re()), addr(topo.callee()), &neighbours);
+        let re = proxy(&re_config, topo.re(), Place::Re);
         let callee = Callee::new(
             topo,
             TransactionLayer::new(cfg),
