@@ -168,8 +168,8 @@ pub struct OverloadArgs {
     #[arg(long)]
     pub budget_delay_ms: Option<u64>,
     /// Topology: the SEs' RFC 7415 tolerance τ, milliseconds: how much of a burst above the
-    /// fed-back rate an SE lets through. Default: what the simulator's SEs let through, whose
-    /// token bucket holds `bucket_depth` sessions (5: 40 ms at 100 calls/s per SE).
+    /// fed-back rate an SE lets through. Default: the SE configuration's
+    /// `overload.client.rate_tau_ms` (20); the simulator's SEs run with the same value.
     #[arg(long)]
     pub se_rate_tau_ms: Option<u64>,
     /// A dynamic experiment (load schedules, e.g. shen2008-fig27-31) in the topology: its

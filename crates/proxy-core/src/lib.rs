@@ -41,8 +41,7 @@
 //!
 //! `cost_forward_us` (an INVITE processed in full), `cost_reject_us` (an INVITE answered
 //! 503 by the admission policy) and `cost_other_us` (every other message; unset, it equals
-//! `cost_forward_us`, so every processed message costs the same as before this option
-//! existed, Shen et al.'s model; 0 is De Cicco et al.'s, where only INVITEs cost) give the
+//! `cost_forward_us`, so every processed message costs the same, Shen et al.'s model; 0 is De Cicco et al.'s, where only INVITEs cost) give the
 //! processor a known capacity on any machine, as the papers' testbeds did. Their `β`, a
 //! forwarded call's cost over a rejected one's, is [`ProxyConfig::emulated_beta`]. They are *virtual*: the processor does not spin.
 //! It keeps a busy-until instant; the message at the head of the queue completes at
@@ -58,8 +57,9 @@
 //! 500 messages at 2 ms each is a second. A capacity of about 300 calls/s (7 messages a call
 //! through the proxy: `cost_forward_us = 476`) with the default 500-message queue is only
 //! 240 ms of work, so the queue drops instead of delaying and goodput at 2x stays near
-//! capacity; with `queue_capacity = 2000` it collapses (see `tests/load_over_proxy.rs`:
-//! 62 % of capacity at 2x, 40 % at 4x).
+//! capacity; with `queue_capacity = 2000` it collapses (`sluice-sim`'s
+//! `tests/proxy_network.rs` runs the load generator through this core on the simulator's
+//! testbed: below 0.75 of capacity at 2x, below 0.5 at 4x).
 //!
 //! Occupancy (the busy fraction of the processor) is the virtual busy time of the messages
 //! processed in a window plus the native processing time the shell measures and reports
@@ -129,7 +129,8 @@
 //! CANCEL are exempt, priority ones go last), declares `;oc;oc-algo="…"` in the Via it
 //! pushes, and applies the parameters of its own Via in responses from that hop's
 //! address only. Counters: `CoreStats::hop`, `/metrics` `sluice_proxy_overload_*`. See
-//! `hop.rs`, and `tests/hop_loop.rs` / `tests/hop_live.rs` for the closed loop.
+//! `hop.rs`; the closed loop runs in `sluice-sim`'s `tests/proxy_network.rs` (on the
+//! simulator's testbed) and `sluice-proxy`'s `tests/hop_live.rs` (on loopback sockets).
 //!
 //! # Not yet
 //!

@@ -5,9 +5,9 @@
 //! The simulator models only what is physical — Poisson caller populations, links, the
 //! overloaded server's queue and processor — and runs the project's own sans-IO state
 //! machines for everything else: real SIP bytes built and parsed with `sluice-sip`, every
-//! retransmission from `sluice-txn` transaction layers (one per node), and the overload
-//! controllers of `sluice-control` (RE feedback generators, SE throttles, local
-//! admission). A figure from here is therefore evidence about the proxy's code.
+//! retransmission from `sluice-txn` transaction layers (one per node), and at the RE and
+//! every SE the proxy core of `sluice-proxy-core` with its overload controls, the code
+//! `sluice proxy` runs. A figure from here is therefore evidence about the proxy's code.
 //!
 //! ```
 //! let mut s = sluice_sim::Scenario::default();
@@ -19,25 +19,28 @@
 //! assert!((r.goodput - 0.5).abs() < 0.15);
 //! ```
 //!
-//! Modules: [`scenario`] (the model's knobs, §4.2), [`report`] (metrics), `engine` (the
-//! event loop), `ua` (caller and callee populations), `se` (edge proxies), `re` (the
-//! overloaded proxy), `net` (topology and links), `ledger` (measurement), and
+//! Modules: [`scenario`] (the model's knobs, §4.2; the RE and SEs are `sluice proxy`
+//! configurations), [`report`] (metrics), `engine` (the event loop), `ua` (caller and
+//! callee populations), `proxy_node` (a [`sluice_proxy_core::ProxyCore`] at a node: the RE
+//! and every SE), `net` (topology and links), `ledger` (measurement), [`testbed`]
+//! (sans-IO endpoints on one clock, for tests of the proxy and the load generator), and
 //! [`experiment`] (experiment files and sweeps).
 //!
 //! # Modelling choices the paper leaves open
-//! - Feedback (RE → SE) and feed-forward (SE → RE) ride beside the SIP bytes of the
-//!   datagram they piggyback on (the paper's "overload header"), as typed values.
-//! - Only the RE's processor costs time. Sends triggered by the RE's own transaction
-//!   timers (e.g. a 503 retransmitted by Timer G) are free; SEs and user agents act
-//!   instantly (§4.2: infinite capacity).
-//! - An SE that rejects a new INVITE answers 503 straight away; one that forwards or holds
-//!   it answers 100 Trying first. The RE answers every INVITE it forwards with 100 Trying;
-//!   the callee's 100 ends at the RE (hop by hop).
+//! - The RE and the SEs are the product's proxy core, configured by the same TOML tables
+//!   as `sluice proxy`. Feedback (RE → SE) and feed-forward (SE → RE) travel as Via
+//!   parameters in the SIP bytes: RFC 7339 `oc`, `oc-algo`, `oc-validity`, `oc-seq`, RFC
+//!   7415 `rate`, and sluice's window and rate extensions (see `sluice_control::overload`).
+//! - Only the RE's processor costs time (its emulated per-message costs, `re.cost_*_us`).
+//!   Sends triggered by the RE's own transaction timers (e.g. a relayed request resent
+//!   by Timer E) are free; SEs and user agents act instantly (§4.2: infinite capacity).
+//! - A proxy that rejects a new INVITE answers with a stateless 503 and absorbs the ACK
+//!   for it, as the live proxy does; one that forwards it answers 100 Trying first. The
+//!   callee's 100 ends at the RE (hop by hop).
 //! - Repeated 2xx responses and the end-to-end ACK are relayed statelessly; the caller's
 //!   UA core ACKs every copy of the 2xx.
-//! - A proxy whose client transaction times out ends the matching server transaction
-//!   without a 408; the caller's own Timer B/F reports the failure. A callee whose 2xx is
-//!   never ACKed gives up after 64·T1 without sending a BYE.
+//! - A proxy whose client transaction times out answers 408 upstream (RFC 3261 §16.9). A
+//!   callee whose 2xx is never ACKed gives up after 64·T1 without sending a BYE.
 //! - The run continues `call.setup_deadline_s` past `duration_s`, arrivals included, so
 //!   the calls started at the end of the measurement window can complete.
 
