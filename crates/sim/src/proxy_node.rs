@@ -27,6 +27,9 @@ pub(crate) struct ProxyNode {
     pub core: ProxyCore,
     place: Place,
     topo: Topology,
+    /// The core's deadline as of the end of the last input (nothing changes it between
+    /// then and the engine's question, and asking costs a look at every timer source).
+    deadline: Option<Time>,
 }
 
 impl ProxyNode {
@@ -37,6 +40,7 @@ impl ProxyNode {
             core,
             place,
             topo,
+            deadline: None,
         }
     }
 
@@ -53,24 +57,34 @@ impl ProxyNode {
             .handle_datagram_marked(now, packet.bytes, from, packet.retrans);
         // Work the processor can finish at this instant (an SE's, with no emulated cost)
         // is done now, as the live shell does after a batch of datagrams.
-        if self.core.poll_timeout().is_some_and(|t| t <= now) {
+        self.deadline = self.core.poll_timeout();
+        let mut changed = false;
+        if self.deadline.is_some_and(|t| t <= now) {
             self.core.handle_timeout(now);
+            changed = true;
         }
-        self.flush(cx);
+        if self.flush(cx) || changed {
+            self.deadline = self.core.poll_timeout();
+        }
     }
 
     pub fn on_timeout(&mut self, cx: &mut Cx<'_>) {
         self.core.handle_timeout(cx.now);
         self.flush(cx);
+        self.deadline = self.core.poll_timeout();
     }
 
-    pub fn deadline(&mut self) -> Option<Time> {
-        self.core.poll_timeout()
+    pub fn deadline(&self) -> Option<Time> {
+        self.deadline
     }
 
-    /// Hands the core's datagrams to the network and its records to the ledger.
-    fn flush(&mut self, cx: &mut Cx<'_>) {
+    /// Hands the core's datagrams to the network and its records to the ledger. True when
+    /// the core may have changed its deadline while doing so: an RE stamps fresh feedback
+    /// on each retransmitted response as it leaves, which consults its feedback generator.
+    fn flush(&mut self, cx: &mut Cx<'_>) -> bool {
+        let mut restamped = false;
         while let Some(t) = self.core.poll_transmit() {
+            restamped |= t.retransmission && self.place == Place::Re;
             // The proxy's own timers' copies are counted by kind, as every node's are.
             if t.retransmission && t.origin.is_some() {
                 cx.ledger.retransmission(&t.payload);
@@ -83,6 +97,7 @@ impl ProxyNode {
         while let Some(r) = self.core.poll_record() {
             self.record(cx, r);
         }
+        restamped
     }
 
     fn record(&self, cx: &mut Cx<'_>, record: Record) {

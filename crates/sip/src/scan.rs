@@ -386,13 +386,60 @@ fn next_param(s: &[u8]) -> Result<(Param<'_>, &[u8]), ()> {
     ))
 }
 
-/// A header's or URI's parameters. Inline up to four (a Via's branch, rport, received and
-/// one more; a URI's lr or transport), so parsing one allocates nothing.
-pub type Params<'a> = smallvec::SmallVec<[Param<'a>; 4]>;
+/// A header's or URI's parameters: the checked text, read again on each lookup. Most
+/// parses are validations that never look a parameter up, and a lookup walks a few dozen
+/// bytes, so keeping the text is cheaper than collecting every parameter (and keeps the
+/// `Via` and `Uri` that hold it small to move).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Params<'a> {
+    raw: &'a [u8],
+}
 
-/// Collects all parameters, failing on the first malformed one.
+impl<'a> Params<'a> {
+    /// The parameters in order.
+    pub fn iter(&self) -> impl Iterator<Item = Param<'a>> + 'a {
+        // Checked when parsed, so no element is an error.
+        params(self.raw).map_while(Result::ok)
+    }
+
+    /// The first parameter named `name` (case-insensitive): `None` if absent, `Some(None)`
+    /// if present without a value.
+    pub fn get(&self, name: &str) -> Option<Option<&'a [u8]>> {
+        self.iter()
+            .find(|p| p.name.eq_ignore_ascii_case(name.as_bytes()))
+            .map(|p| p.value)
+    }
+
+    pub fn len(&self) -> usize {
+        self.iter().count()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        trim_start(self.raw).is_empty()
+    }
+
+    /// The parameters as written, from the first `;` on.
+    pub fn as_bytes(&self) -> &'a [u8] {
+        self.raw
+    }
+}
+
+/// Checks `*( SEMI name [EQUAL value] )`, failing on the first malformed parameter.
 pub(crate) fn parse_params(s: &[u8]) -> Result<Params<'_>, ()> {
-    params(s).collect()
+    parse_params_where(s, |_| true)
+}
+
+/// As [`parse_params`], also failing on a parameter `ok` refuses (in the same pass).
+pub(crate) fn parse_params_where<'a>(
+    s: &'a [u8],
+    ok: impl Fn(&Param<'a>) -> bool,
+) -> Result<Params<'a>, ()> {
+    for p in params(s) {
+        if !ok(&p?) {
+            return Err(());
+        }
+    }
+    Ok(Params { raw: s })
 }
 
 /// Characters of a parameter name or unquoted value: token, plus what hosts, IPv6 addresses
@@ -455,6 +502,7 @@ mod tests {
         let p = parse_params(br#" ; branch = z9hG4bK1 ;rport; oc-algo="loss,A" ;received=[::1]"#)
             .unwrap();
         assert_eq!(p.len(), 4);
+        let p: Vec<Param<'_>> = p.iter().collect();
         assert_eq!(p[0].name, b"branch");
         assert_eq!(p[0].value, Some(&b"z9hG4bK1"[..]));
         assert_eq!(p[1].value, None);

@@ -17,15 +17,50 @@ impl Host<'_> {
     /// Parses `hostname / IPv4address / IPv6reference`. A bare IPv6 address without brackets
     /// is rejected here (RFC 5118 §4.2: it makes the port ambiguous).
     pub fn parse(s: &[u8]) -> Option<Host<'_>> {
-        let text = std::str::from_utf8(s).ok()?;
-        if let Some(inner) = text.strip_prefix('[') {
-            return inner.strip_suffix(']')?.parse().ok().map(Host::V6);
+        match *s.first()? {
+            b'[' => {
+                let inner = std::str::from_utf8(s[1..].strip_suffix(b"]")?).ok()?;
+                inner.parse().ok().map(Host::V6)
+            }
+            // Digits and dots only is an address or nothing (a hostname has a letter).
+            b'0'..=b'9' | b'.' if s.iter().all(|&b| b.is_ascii_digit() || b == b'.') => {
+                parse_ipv4(s).map(Host::V4)
+            }
+            _ if is_hostname(s) => std::str::from_utf8(s).ok().map(Host::Name),
+            _ => None,
         }
-        if text.bytes().all(|b| b.is_ascii_digit() || b == b'.') {
-            return text.parse().ok().map(Host::V4);
-        }
-        is_hostname(text).then_some(Host::Name(text))
     }
+}
+
+/// A dotted-quad IPv4 address, as `Ipv4Addr`'s `FromStr` accepts it (four decimal octets of
+/// at most 255, no leading zeros), in one pass without its UTF-8 and generic-parser
+/// overhead: every routed request and every Via carries one.
+fn parse_ipv4(s: &[u8]) -> Option<Ipv4Addr> {
+    let mut octets = [0u8; 4];
+    let mut i = 0;
+    for (k, octet) in octets.iter_mut().enumerate() {
+        if k > 0 {
+            if s.get(i) != Some(&b'.') {
+                return None;
+            }
+            i += 1;
+        }
+        let start = i;
+        let mut n: u16 = 0;
+        while let Some(d) = s.get(i).filter(|d| d.is_ascii_digit()) {
+            if i - start == 3 {
+                return None;
+            }
+            n = n * 10 + u16::from(d - b'0');
+            i += 1;
+        }
+        let len = i - start;
+        if len == 0 || (len > 1 && s[start] == b'0') {
+            return None;
+        }
+        *octet = u8::try_from(n).ok()?;
+    }
+    (i == s.len()).then(|| Ipv4Addr::from(octets))
 }
 
 impl std::fmt::Display for Host<'_> {
@@ -38,18 +73,27 @@ impl std::fmt::Display for Host<'_> {
     }
 }
 
-/// `hostname = *( domainlabel "." ) toplabel [ "." ]`, labels of alphanumerics and inner hyphens.
-fn is_hostname(s: &str) -> bool {
-    let s = s.strip_suffix('.').unwrap_or(s);
-    !s.is_empty()
-        && s.split('.').all(|label| {
-            let b = label.as_bytes();
-            !b.is_empty()
-                && b[0].is_ascii_alphanumeric()
-                && b[b.len() - 1].is_ascii_alphanumeric()
-                && b.iter()
-                    .all(|c| c.is_ascii_alphanumeric() || *c == b'-' || *c == b'_')
-        })
+/// `hostname = *( domainlabel "." ) toplabel [ "." ]`, labels of alphanumerics and inner
+/// hyphens (and underscores, seen in the wild), checked in one pass.
+fn is_hostname(s: &[u8]) -> bool {
+    let s = s.strip_suffix(b".").unwrap_or(s);
+    let mut prev = b'.';
+    for &c in s {
+        let ok = if c == b'.' {
+            // A label ends: it must not be empty or end in a hyphen.
+            prev.is_ascii_alphanumeric()
+        } else if c.is_ascii_alphanumeric() {
+            true
+        } else {
+            // `-` or `_` inside a label, never first.
+            (c == b'-' || c == b'_') && prev != b'.'
+        };
+        if !ok {
+            return false;
+        }
+        prev = c;
+    }
+    prev.is_ascii_alphanumeric()
 }
 
 /// Parses `host [":" port]` where whitespace may surround the colon (Via's COLON is SWS ":" SWS).
@@ -89,8 +133,7 @@ pub struct Uri<'a> {
 impl<'a> Uri<'a> {
     pub fn parse(raw: &'a [u8]) -> Option<Uri<'a>> {
         let colon = raw.iter().position(|&b| b == b':')?;
-        let scheme = std::str::from_utf8(&raw[..colon]).ok()?;
-        let sb = scheme.as_bytes();
+        let sb = &raw[..colon];
         if sb.is_empty()
             || !sb[0].is_ascii_alphabetic()
             || !sb
@@ -99,12 +142,20 @@ impl<'a> Uri<'a> {
         {
             return None;
         }
+        let scheme = std::str::from_utf8(sb).ok()?;
         let rest = &raw[colon + 1..];
-        if rest.is_empty()
-            || rest
-                .iter()
-                .any(|&b| b <= b' ' || b == 0x7f || b == b'<' || b == b'>')
-        {
+        // One pass: no white space, control character or angle bracket anywhere, and where
+        // the user part ends (the first `@`).
+        let mut at = None;
+        for (i, &b) in rest.iter().enumerate() {
+            if b <= b' ' || b == 0x7f || b == b'<' || b == b'>' {
+                return None;
+            }
+            if b == b'@' && at.is_none() {
+                at = Some(i);
+            }
+        }
+        if rest.is_empty() {
             return None;
         }
         let mut uri = Uri {
@@ -114,28 +165,31 @@ impl<'a> Uri<'a> {
             password: None,
             host: None,
             port: None,
-            params: Params::new(),
+            params: Params::default(),
             headers: None,
         };
         if !(scheme.eq_ignore_ascii_case("sip") || scheme.eq_ignore_ascii_case("sips")) {
             return Some(uri);
         }
-        let (hostpart, userinfo) = match rest.iter().position(|&b| b == b'@') {
-            Some(at) => (&rest[at + 1..], Some(&rest[..at])),
-            None => (rest, None),
-        };
-        if let Some(ui) = userinfo {
-            if ui.is_empty() || !valid_escapes(ui) {
-                return None;
-            }
-            match ui.iter().position(|&b| b == b':') {
-                Some(c) => {
-                    uri.user = Some(&ui[..c]);
-                    uri.password = Some(&ui[c + 1..]);
+        let hostpart = match at {
+            Some(at) => {
+                let ui = &rest[..at];
+                if ui.is_empty() || !valid_escapes(ui) {
+                    return None;
                 }
-                None => uri.user = Some(ui),
+                match ui.iter().position(|&b| b == b':') {
+                    Some(c) => {
+                        uri.user = Some(&ui[..c]);
+                        uri.password = Some(&ui[c + 1..]);
+                    }
+                    None => uri.user = Some(ui),
+                }
+                &rest[at + 1..]
             }
-        }
+            None => rest,
+        };
+        // The host ends at the first ';' that is not inside an IPv6 reference, the
+        // parameters at the first '?'.
         let q = hostpart
             .iter()
             .position(|&b| b == b'?')
@@ -144,44 +198,29 @@ impl<'a> Uri<'a> {
             uri.headers = Some(&hostpart[q + 1..]);
         }
         let before_headers = &hostpart[..q];
-        // The host ends at the first ';' that is not inside an IPv6 reference.
-        let host_end = if before_headers.first() == Some(&b'[') {
-            let close = before_headers.iter().position(|&b| b == b']')?;
-            close
-                + before_headers[close..]
-                    .iter()
-                    .position(|&b| b == b';')
-                    .unwrap_or(before_headers.len() - close)
+        let search_from = if before_headers.first() == Some(&b'[') {
+            before_headers.iter().position(|&b| b == b']')?
         } else {
-            before_headers
-                .iter()
-                .position(|&b| b == b';')
-                .unwrap_or(before_headers.len())
+            0
         };
-        let hostport = &before_headers[..host_end];
-        if hostport.iter().any(|&b| scan::is_lws(b)) {
-            return None;
-        }
-        let (host, port) = parse_hostport(hostport)?;
+        let host_end = before_headers[search_from..]
+            .iter()
+            .position(|&b| b == b';')
+            .map_or(before_headers.len(), |i| search_from + i);
+        // No white space can be left here: the pass above refused it.
+        let (host, port) = parse_hostport(&before_headers[..host_end])?;
         uri.host = Some(host);
         uri.port = port;
-        uri.params = scan::parse_params(&before_headers[host_end..]).ok()?;
-        if !uri
-            .params
-            .iter()
-            .all(|p| valid_escapes(p.name) && p.value.is_none_or(valid_escapes))
-        {
-            return None;
-        }
+        uri.params = scan::parse_params_where(&before_headers[host_end..], |p| {
+            valid_escapes(p.name) && p.value.is_none_or(valid_escapes)
+        })
+        .ok()?;
         Some(uri)
     }
 
     /// A URI parameter by name (case-insensitive).
     pub fn param(&self, name: &str) -> Option<Option<&'a [u8]>> {
-        self.params
-            .iter()
-            .find(|p| p.name.eq_ignore_ascii_case(name.as_bytes()))
-            .map(|p| p.value)
+        self.params.get(name)
     }
 
     /// `lr` marks a loose router (RFC 3261 §16.12.1.1).
@@ -257,10 +296,7 @@ impl<'a> NameAddr<'a> {
     }
 
     pub fn param(&self, name: &str) -> Option<Option<&'a [u8]>> {
-        self.params
-            .iter()
-            .find(|p| p.name.eq_ignore_ascii_case(name.as_bytes()))
-            .map(|p| p.value)
+        self.params.get(name)
     }
 
     pub fn tag(&self) -> Option<&'a [u8]> {
@@ -308,6 +344,120 @@ impl<'a> NameAddr<'a> {
 mod tests {
     use super::*;
 
+    /// The byte-by-byte definition the one-pass [`Uri::parse`] must agree with.
+    fn uri_reference(raw: &[u8]) -> Option<Uri<'_>> {
+        let colon = raw.iter().position(|&b| b == b':')?;
+        let scheme = std::str::from_utf8(&raw[..colon]).ok()?;
+        let sb = scheme.as_bytes();
+        if sb.is_empty()
+            || !sb[0].is_ascii_alphabetic()
+            || !sb
+                .iter()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'-' | b'.'))
+        {
+            return None;
+        }
+        let rest = &raw[colon + 1..];
+        if rest.is_empty()
+            || rest
+                .iter()
+                .any(|&b| b <= b' ' || b == 0x7f || b == b'<' || b == b'>')
+        {
+            return None;
+        }
+        let mut uri = Uri {
+            raw,
+            scheme,
+            user: None,
+            password: None,
+            host: None,
+            port: None,
+            params: Params::default(),
+            headers: None,
+        };
+        if !(scheme.eq_ignore_ascii_case("sip") || scheme.eq_ignore_ascii_case("sips")) {
+            return Some(uri);
+        }
+        let (hostpart, userinfo) = match rest.iter().position(|&b| b == b'@') {
+            Some(at) => (&rest[at + 1..], Some(&rest[..at])),
+            None => (rest, None),
+        };
+        if let Some(ui) = userinfo {
+            if ui.is_empty() || !valid_escapes(ui) {
+                return None;
+            }
+            match ui.iter().position(|&b| b == b':') {
+                Some(c) => {
+                    uri.user = Some(&ui[..c]);
+                    uri.password = Some(&ui[c + 1..]);
+                }
+                None => uri.user = Some(ui),
+            }
+        }
+        let q = hostpart
+            .iter()
+            .position(|&b| b == b'?')
+            .unwrap_or(hostpart.len());
+        if q < hostpart.len() {
+            uri.headers = Some(&hostpart[q + 1..]);
+        }
+        let before_headers = &hostpart[..q];
+        // The host ends at the first ';' that is not inside an IPv6 reference.
+        let host_end = if before_headers.first() == Some(&b'[') {
+            let close = before_headers.iter().position(|&b| b == b']')?;
+            close
+                + before_headers[close..]
+                    .iter()
+                    .position(|&b| b == b';')
+                    .unwrap_or(before_headers.len() - close)
+        } else {
+            before_headers
+                .iter()
+                .position(|&b| b == b';')
+                .unwrap_or(before_headers.len())
+        };
+        let hostport = &before_headers[..host_end];
+        if hostport.iter().any(|&b| scan::is_lws(b)) {
+            return None;
+        }
+        let (host, port) = parse_hostport(hostport)?;
+        uri.host = Some(host);
+        uri.port = port;
+        uri.params = scan::parse_params_where(&before_headers[host_end..], |p| {
+            valid_escapes(p.name) && p.value.is_none_or(valid_escapes)
+        })
+        .ok()?;
+        Some(uri)
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn the_uri_parse_agrees_with_its_reference(
+            s in "(sips?|tel|x-1|1x)?:?([a-z%0-9;:]{0,6}@)?(\\[[0-9a-f:]{0,8}\\]|[a-z0-9._-]{0,12})(:[0-9 ]{0,6})?(;[a-z]{0,3}(=[a-z0-9%\\[\\]:]{0,5})?){0,3}(\\?[a-z=&]{0,5})?[ <>]?"
+        ) {
+            proptest::prop_assert_eq!(Uri::parse(s.as_bytes()), uri_reference(s.as_bytes()));
+        }
+
+        #[test]
+        fn the_host_parse_agrees_with_its_definition(s in "[a-z0-9._-]{0,12}") {
+            let reference = if s.bytes().all(|b| b.is_ascii_digit() || b == b'.') {
+                s.parse().ok().map(Host::V4)
+            } else {
+                let t = s.strip_suffix('.').unwrap_or(&s);
+                (!t.is_empty()
+                    && t.split('.').all(|l| {
+                        let b = l.as_bytes();
+                        !b.is_empty()
+                            && b[0].is_ascii_alphanumeric()
+                            && b[b.len() - 1].is_ascii_alphanumeric()
+                            && b.iter().all(|c| c.is_ascii_alphanumeric() || *c == b'-' || *c == b'_')
+                    }))
+                .then_some(Host::Name(&s))
+            };
+            proptest::prop_assert_eq!(Host::parse(s.as_bytes()), reference);
+        }
+    }
+
     #[test]
     fn the_fast_tag_agrees_with_the_full_parse() {
         for v in [
@@ -335,6 +485,40 @@ mod tests {
         ] {
             let full = NameAddr::parse(v).and_then(|n| n.uri());
             assert_eq!(NameAddr::uri_of(v), full, "{}", String::from_utf8_lossy(v));
+        }
+    }
+
+    #[test]
+    fn the_ipv4_parse_agrees_with_std() {
+        for s in [
+            "192.0.2.1",
+            "0.0.0.0",
+            "255.255.255.255",
+            "256.1.1.1",
+            "01.2.3.4",
+            "1.2.3",
+            "1.2.3.4.5",
+            "1..2.3",
+            "1.2.3.4.",
+            ".1.2.3",
+            "1234.1.1.1",
+            "10.0.0.010",
+            "",
+            "0.0.0.00",
+            "9.99.199.249",
+        ] {
+            assert_eq!(
+                parse_ipv4(s.as_bytes()),
+                s.parse::<Ipv4Addr>().ok(),
+                "{s:?}"
+            );
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn the_ipv4_parse_agrees_with_std_on_digits_and_dots(s in "[0-9.]{0,17}") {
+            proptest::prop_assert_eq!(parse_ipv4(s.as_bytes()), s.parse::<Ipv4Addr>().ok());
         }
     }
 

@@ -19,6 +19,16 @@ const SINGLE_VALUED: [(HeaderName, &str); 7] = [
     (HeaderName::Expires, "Expires"),
 ];
 
+/// Headers no message may lack (RFC 3261 §8.1.1 lists them with Max-Forwards, which a proxy
+/// tolerates missing: it forwards with its own).
+const MANDATORY: [(HeaderName, &str); 5] = [
+    (HeaderName::Via, "Via"),
+    (HeaderName::From, "From"),
+    (HeaderName::To, "To"),
+    (HeaderName::CallId, "Call-ID"),
+    (HeaderName::CSeq, "CSeq"),
+];
+
 impl Message {
     /// Parses every header sluice knows and checks the rules of RFC 3261 that the admission
     /// scan does not: mandatory headers, CSeq method, URI syntax, name-addr syntax, number
@@ -27,19 +37,30 @@ impl Message {
         let bad_value = |header: &'static str, v: &[u8]| {
             ParseError::new(ErrorKind::BadHeaderValue { header }, self.offset_of(v))
         };
-        for (name, label) in [
-            (HeaderName::Via, "Via"),
-            (HeaderName::From, "From"),
-            (HeaderName::To, "To"),
-            (HeaderName::CallId, "Call-ID"),
-            (HeaderName::CSeq, "CSeq"),
-        ] {
-            if self.header(name).is_none() {
-                return Err(ParseError::new(
-                    ErrorKind::MissingHeader { header: label },
-                    self.headers_start(),
-                ));
+        // One pass over the headers gathers what the checks below need, which then report
+        // in the order they always have: missing headers, Call-ID, conflicting values.
+        let mut present = [false; MANDATORY.len()];
+        let mut first: [Option<&[u8]>; SINGLE_VALUED.len()] = [None; SINGLE_VALUED.len()];
+        let mut conflict: [Option<&[u8]>; SINGLE_VALUED.len()] = [None; SINGLE_VALUED.len()];
+        for h in self.headers() {
+            if let Some(i) = MANDATORY.iter().position(|(n, _)| *n == h.name) {
+                present[i] = true;
             }
+            if let Some(i) = SINGLE_VALUED.iter().position(|(n, _)| *n == h.name) {
+                match first[i] {
+                    None => first[i] = Some(h.value),
+                    Some(v) if v != h.value && conflict[i].is_none() => conflict[i] = Some(h.value),
+                    Some(_) => {}
+                }
+            }
+        }
+        if let Some(i) = present.iter().position(|p| !p) {
+            return Err(ParseError::new(
+                ErrorKind::MissingHeader {
+                    header: MANDATORY[i].1,
+                },
+                self.headers_start(),
+            ));
         }
         if let Some(id) = self.call_id() {
             if id
@@ -49,15 +70,12 @@ impl Message {
                 return Err(bad_value("Call-ID", id));
             }
         }
-        for (name, label) in SINGLE_VALUED {
-            let mut values = self.headers().filter(|h| h.name == name).map(|h| h.value);
-            if let Some(first) = values.next() {
-                if let Some(other) = values.find(|v| *v != first) {
-                    return Err(ParseError::new(
-                        ErrorKind::ConflictingHeader { header: label },
-                        self.offset_of(other),
-                    ));
-                }
+        for (i, (_, label)) in SINGLE_VALUED.iter().enumerate() {
+            if let Some(other) = conflict[i] {
+                return Err(ParseError::new(
+                    ErrorKind::ConflictingHeader { header: label },
+                    self.offset_of(other),
+                ));
             }
         }
         if let Some(method) = self.method() {

@@ -6,7 +6,7 @@ use std::fmt;
 
 use crate::error::{ErrorKind, ParseError, Result};
 use crate::message::Message;
-use crate::scan::{self, Params};
+use crate::scan::{self, Param};
 use crate::uri::{parse_hostport, Host};
 use crate::HeaderName;
 
@@ -25,7 +25,9 @@ pub struct Via<'a> {
     pub transport: &'a [u8],
     pub host: Host<'a>,
     pub port: Option<u16>,
-    pub params: Params<'a>,
+    /// Collected at the parse, unlike a URI's: a Via's parameters are looked up several
+    /// times each (branch, rport, received, the overload parameters). Inline up to four.
+    pub params: smallvec::SmallVec<[Param<'a>; 4]>,
 }
 
 /// The `oc` parameter: present without a value in requests (the client supports overload
@@ -114,7 +116,11 @@ impl<'a> Via<'a> {
         }
         let semi = rest.iter().position(|&b| b == b';').unwrap_or(rest.len());
         let (host, port) = parse_hostport(&rest[..semi])?;
-        let params = scan::parse_params(&rest[semi..]).ok()?;
+        // A plain loop: collecting through `Result` cost more than the parse itself.
+        let mut params = smallvec::SmallVec::new();
+        for p in scan::params(&rest[semi..]) {
+            params.push(p.ok()?);
+        }
         Some(Via {
             raw: v,
             protocol: parts[0],
