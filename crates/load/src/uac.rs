@@ -680,6 +680,11 @@ impl Uac {
             refused: counts.refused,
             completed: counts.completed,
             unfinished: self.calls.len() as u64,
+            admitted_unanswered: self
+                .calls
+                .values()
+                .filter(|c| c.phase == Phase::Inviting && (c.seen_100 || c.seen_180))
+                .count() as u64,
             retransmissions_sent: counts.retransmissions_sent.total(),
             retransmissions_received: counts.retransmissions_received.total(),
             retransmissions_sent_by_type: counts.retransmissions_sent,
@@ -721,6 +726,10 @@ pub struct UacSummary {
     pub completed: u64,
     /// Calls still in progress when the drain timeout ran out.
     pub unfinished: u64,
+    /// Of `unfinished`, calls whose INVITE was admitted (a provisional came back) but got
+    /// no final response: a proxy must end every INVITE it admits with one (RFC 3261
+    /// §16.7-§16.9, its own 408 if need be), so at the end of a run this must be 0.
+    pub admitted_unanswered: u64,
     pub retransmissions_sent: u64,
     pub retransmissions_received: u64,
     pub retransmissions_sent_by_type: crate::stats::KindCounts,

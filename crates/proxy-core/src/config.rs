@@ -22,6 +22,24 @@ pub struct ProxyConfig {
     pub next_hop: Option<SocketAddr>,
     /// Static routing rules on the Request-URI, tried in order before `next_hop`.
     pub routes: Vec<RouteRule>,
+    /// Send requests wherever their Route or Request-URI points. Off (the default), a
+    /// request goes only to a configured destination (`next_hop`, a rule's next hop, an
+    /// overload neighbour or next hop) or to a dialog peer (the Contact of a caller or
+    /// callee whose INVITE's 2xx this proxy relayed, for `dialog_peer_ttl_s`); anything
+    /// else gets 403 (counted), so that nobody can use the proxy to send traffic, with its
+    /// retransmissions, to a third party. On, the proxy is an open relay: only for a
+    /// trusted network.
+    pub route_by_request_uri: bool,
+    /// New requests (out of any dialog this proxy record-routed) accepted per second from
+    /// one source IP address, with a burst of one second's worth; the excess is dropped at
+    /// the receive stage and counted. 0: no limit. Set it on a proxy that callers reach
+    /// directly, well above one caller's legitimate rate; an RE whose sources are a few
+    /// SEs carrying everyone's calls wants none.
+    pub new_requests_per_source: f64,
+    /// How long a dialog peer stays a permitted destination after its call's 2xx.
+    pub dialog_peer_ttl_s: f64,
+    /// Most dialog peers remembered; beyond, the oldest go first (counted).
+    pub max_dialog_peers: usize,
     /// The FIFO between the receive stage and the processor, in messages.
     pub queue_capacity: usize,
     /// De Cicco et al.'s processing structure: admitted INVITEs wait in their own
@@ -59,12 +77,21 @@ pub struct ProxyConfig {
     /// with 260,000 held (the transactions alone: `cargo bench -p sluice-txn --bench memory`).
     /// With 200,000 it answered 42 % of calls 503 at 12,000 calls/s for table headroom.
     pub max_transactions: usize,
+    /// What the transactions (their kept messages and bookkeeping) and the queued
+    /// messages may hold, MiB. New requests get 503 above 90 % of it, like the table's
+    /// headroom; above all of it requests are dropped (counted) and only responses, which
+    /// free memory, get in. The count limits alone allowed tens of GB: 400,000
+    /// transactions each keeping a message of up to `max_datagram` bytes.
+    pub memory_budget_mb: usize,
     /// RFC 3261's timer values for this proxy's transactions.
     pub sip: SipTimers,
     /// Timer C (RFC 3261 §16.6 step 11): an INVITE branch with no final response this long
     /// after it was forwarded is CANCELled. "Greater than 3 minutes" in the RFC.
     pub timer_c_s: f64,
-    /// Datagrams larger than this are dropped (and counted) before parsing.
+    /// Datagrams larger than this are dropped (and counted) before parsing. 8 KiB: RFC 3261
+    /// §18.1.1 sends a request within 200 bytes of the path MTU (1,300 bytes on Ethernet)
+    /// over a congestion-controlled transport instead, so a larger datagram is rare and
+    /// arrives as IP fragments; what a proxy keeps per transaction is bounded by it.
     pub max_datagram: usize,
     /// Retry-After seconds on the 503 of a rejection; 0: no Retry-After header.
     pub retry_after_s: u32,
@@ -93,6 +120,10 @@ impl Default for ProxyConfig {
             advertise: None,
             next_hop: None,
             routes: Vec::new(),
+            route_by_request_uri: false,
+            new_requests_per_source: 0.0,
+            dialog_peer_ttl_s: 7200.0,
+            max_dialog_peers: 100_000,
             queue_capacity: 500,
             invite_queue: false,
             invite_queue_capacity: 800,
@@ -102,9 +133,10 @@ impl Default for ProxyConfig {
             cost_other_us: None,
             background_load: 0.0,
             max_transactions: 400_000,
+            memory_budget_mb: 1024,
             sip: SipTimers::default(),
             timer_c_s: 181.0,
-            max_datagram: 65_535,
+            max_datagram: 8192,
             retry_after_s: 0,
             control: ControlConfig::default(),
             overload: OverloadConfig::default(),
@@ -207,6 +239,22 @@ pub enum ConfigError {
 }
 
 impl ProxyConfig {
+    /// Where requests may go without being dialog peers: `next_hop`, the rules' next
+    /// hops, and the overload neighbours and next hops.
+    pub fn destinations(&self) -> Vec<SocketAddr> {
+        let mut d: Vec<SocketAddr> = self
+            .next_hop
+            .iter()
+            .copied()
+            .chain(self.routes.iter().map(|r| r.next_hop))
+            .chain(self.overload.neighbours.iter().copied())
+            .chain(self.overload.next_hops.iter().copied())
+            .collect();
+        d.sort_unstable();
+        d.dedup();
+        d
+    }
+
     /// Reads a TOML file (every field optional).
     pub fn from_file(path: &str) -> Result<ProxyConfig, ConfigError> {
         let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
@@ -248,6 +296,12 @@ impl ProxyConfig {
         if self.queue_capacity == 0 {
             return bad("queue_capacity must be at least 1".into());
         }
+        if self.memory_budget_mb == 0 || self.memory_budget_mb > 1 << 30 {
+            return bad(format!(
+                "memory_budget_mb must be in 1..=1073741824, not {}",
+                self.memory_budget_mb
+            ));
+        }
         if self.max_transactions < 2 {
             return bad("max_transactions must be at least 2 (a proxied request takes two)".into());
         }
@@ -261,6 +315,18 @@ impl ProxyConfig {
             return bad(format!(
                 "shutdown_grace_s must be a non-negative number, not {}",
                 self.shutdown_grace_s
+            ));
+        }
+        if !(self.new_requests_per_source.is_finite() && self.new_requests_per_source >= 0.0) {
+            return bad(format!(
+                "new_requests_per_source must be a non-negative number, not {}",
+                self.new_requests_per_source
+            ));
+        }
+        if !(self.dialog_peer_ttl_s.is_finite() && self.dialog_peer_ttl_s >= 0.0) {
+            return bad(format!(
+                "dialog_peer_ttl_s must be a non-negative number of seconds, not {}",
+                self.dialog_peer_ttl_s
             ));
         }
         if !self.timer_c_s.is_finite() || self.timer_c_s < 1.0 {

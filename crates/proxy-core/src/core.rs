@@ -7,7 +7,7 @@
 //! (§16.7 step 10 as amended by RFC 6026's intent, §16.11).
 
 use std::collections::{HashMap, VecDeque};
-use std::hash::BuildHasher;
+use std::hash::{BuildHasher, Hasher};
 use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
@@ -27,12 +27,19 @@ use smallvec::SmallVec;
 use crate::config::ProxyConfig;
 use crate::hop::Offer;
 use crate::invites::{InviteMemory, Sighting};
+use crate::limiter::SourceLimiter;
+use crate::peers::DialogPeers;
 use crate::record::{Processed, Record};
 use crate::transmit::Transmit;
 
 /// Every branch this proxy writes starts with this, so that a response or stray 2xx can be
 /// recognised as having passed through here (the magic cookie of §8.1.1.7 first).
 const BRANCH_PREFIX: &str = "z9hG4bKsl";
+/// Sources the per-source rate limit keeps a bucket for (about 50 bytes each); beyond,
+/// new sources share one.
+const MAX_RATE_SOURCES: usize = 65_536;
+/// Separates the loop hash's key from the branch tag's.
+const LOOP_KEY: u64 = 0x6c6f_6f70_6861_7368;
 
 /// The To tag of the 503s the admission policy's rejections are answered with, statelessly
 /// (no transaction), so that the ACK for one can be recognised and ended without a
@@ -135,7 +142,25 @@ pub struct CoreStats {
     pub too_many_hops: u64,
     /// 404: no route for the request.
     pub no_route: u64,
-    /// 482: the route leads back to this proxy.
+    /// Requests answered 503 or 408 when a graceful shutdown's grace period ended.
+    pub abandoned_at_shutdown: u64,
+    /// Requests dropped because the memory budget was used up (responses still pass).
+    pub dropped_memory_budget: u64,
+    /// New requests dropped because their source exceeded `new_requests_per_source`.
+    pub dropped_rate_limit: u64,
+    /// Bytes the transactions and queues hold (what `memory_budget_mb` bounds).
+    pub bytes_in_use: usize,
+    /// 400: a request whose body is shorter than its Content-Length (RFC 3261 §18.3); also
+    /// counted in `malformed`.
+    pub bad_content_length: u64,
+    /// 403 (an ACK: dropped): the request pointed somewhere that is neither a configured
+    /// destination nor a dialog peer (`route_by_request_uri` is off).
+    pub forbidden_destinations: u64,
+    /// Dialog peers remembered now, and those forgotten early for room.
+    pub dialog_peers: usize,
+    pub dialog_peers_evicted: u64,
+    /// 482 (an ACK: dropped): the route leads back to this proxy, or the request came round
+    /// again with a Via of this proxy's and the same routing (RFC 3261 §16.3 step 4).
     pub loops: u64,
     /// 503 because the transaction table was full.
     pub refused_table_full: u64,
@@ -199,9 +224,10 @@ struct Queued {
     summary: MessageSummary,
     /// The admission stage decided to reject: answer 503 at the rejection cost.
     reject: bool,
-    /// A request with a To tag (inside a dialog), found once at the receive stage.
-    to_tag: bool,
-    /// An initial INVITE's key in the INVITE memory, to remember a rejection.
+    /// A request inside a dialog this proxy record-routed (a To tag, and a Route naming
+    /// this proxy), found once at the receive stage. Everything else is a new request.
+    in_dialog: bool,
+    /// A new request's key in the memory of new requests, to remember a rejection.
     invite_key: Option<u64>,
     /// The driver marked it as a retransmission (see `handle_datagram_marked`).
     retransmission: bool,
@@ -307,6 +333,8 @@ type Map<K, V> = HashMap<K, V, foldhash::fast::FixedState>;
 enum RouteError {
     NoRoute,
     Loop,
+    /// Not a configured destination nor a dialog peer (see `route_by_request_uri`).
+    Forbidden,
 }
 
 /// The proxy's logic, sans IO. See the crate docs for the stages and the cost model.
@@ -353,6 +381,22 @@ pub struct ProxyCore {
     t1_x64: Duration,
     by_server: Map<ServerTxId, ClientTxId>,
     branch_counter: u64,
+    /// Keys the tag on each branch this proxy makes, so that nobody off the path can name
+    /// one of its client transactions (which is what a response needs to be believed).
+    branch_key: u64,
+    /// The host's own addresses, for a proxy bound to a wildcard address: a request for
+    /// any of them at this port is for this proxy (empty: only `local` and `me`).
+    local_ips: Vec<IpAddr>,
+    limiter: SourceLimiter,
+    /// `memory_budget_mb` in bytes, and the bytes of the messages in the queues.
+    memory_budget: usize,
+    queued_bytes: usize,
+    /// `route_by_request_uri`: send anywhere a request points.
+    open_relay: bool,
+    /// Where requests may go without being a dialog peer: the next hop, the rules' next
+    /// hops, the overload neighbours and next hops.
+    destinations: Vec<SocketAddr>,
+    dialog_peers: DialogPeers,
     via_buf: Vec<u8>,
     out: VecDeque<Transmit>,
     draining: bool,
@@ -374,7 +418,7 @@ pub struct ProxyCore {
     cur_offer: Option<Offer>,
     cur_reject: bool,
     cur_accepted: bool,
-    cur_to_tag: bool,
+    cur_in_dialog: bool,
     // Occupancy window.
     window_start: Time,
     window_busy: Duration,
@@ -439,6 +483,27 @@ fn split_hostport(s: &str) -> (String, u16) {
 }
 
 /// Whether a request has a To tag, and whether it is this proxy's rejection tag.
+/// The addresses a dialog's in-dialog requests may go to, from its INVITE and the 2xx
+/// that set it up: the caller's Contact, the callee's Contact and the route set (IP
+/// addresses only: this proxy does no DNS).
+fn dialog_addresses(invite: &Message, ok: &Message) -> SmallVec<[SocketAddr; 4]> {
+    let contacts = invite
+        .header_values(HeaderName::Contact)
+        .take(1)
+        .chain(ok.header_values(HeaderName::Contact).take(1))
+        .chain(ok.header_values(HeaderName::RecordRoute));
+    contacts
+        .filter_map(Result::ok)
+        .filter_map(NameAddr::uri_of)
+        .filter_map(|u| {
+            Some(SocketAddr::new(
+                host_ip(u.host.as_ref()?)?,
+                u.port.unwrap_or(5060),
+            ))
+        })
+        .collect()
+}
+
 fn to_tag_kind(msg: &Message) -> (bool, bool) {
     match msg.header(HeaderName::To).and_then(NameAddr::tag_of) {
         Some(tag) => (true, tag == REJECT_TAG.as_bytes()),
@@ -491,6 +556,19 @@ impl ProxyCore {
             t1_x64: txn_config.t1_x64(),
             by_server: Map::default(),
             branch_counter: 0,
+            // Deterministic by default, for the simulator; a live shell sets a secret one.
+            branch_key: foldhash::fast::FixedState::with_seed(config.control.seed)
+                .hash_one("branch key"),
+            local_ips: Vec::new(),
+            limiter: SourceLimiter::new(config.new_requests_per_source, MAX_RATE_SOURCES, now),
+            memory_budget: config.memory_budget_mb.saturating_mul(1 << 20),
+            queued_bytes: 0,
+            open_relay: config.route_by_request_uri,
+            destinations: config.destinations(),
+            dialog_peers: DialogPeers::new(
+                Duration::from_secs_f64(config.dialog_peer_ttl_s),
+                config.max_dialog_peers,
+            ),
             via_buf: Vec::with_capacity(128),
             out: VecDeque::new(),
             draining: false,
@@ -507,7 +585,7 @@ impl ProxyCore {
             cur_offer: None,
             cur_reject: false,
             cur_accepted: false,
-            cur_to_tag: false,
+            cur_in_dialog: false,
             window_start: now,
             window_busy: Duration::ZERO,
             native_speed: config.native_speed(),
@@ -521,6 +599,117 @@ impl ProxyCore {
     /// This proxy's host\[:port\] as written in Via and Record-Route.
     pub fn advertised(&self) -> &str {
         &self.me
+    }
+
+    /// The host's addresses, which a shell bound to a wildcard address (`0.0.0.0`, `::`)
+    /// reads from its interfaces: a Route or Request-URI naming any of them at this
+    /// proxy's port names this proxy.
+    pub fn set_local_addresses(&mut self, ips: Vec<IpAddr>) {
+        self.local_ips = ips;
+    }
+
+    /// Whether `addr` reaches this proxy's own socket.
+    fn is_local(&self, addr: SocketAddr) -> bool {
+        addr.port() == self.local.port()
+            && (addr.ip() == self.local.ip()
+                || (self.local.ip().is_unspecified()
+                    && (addr.ip().is_unspecified()
+                        || addr.ip().is_loopback()
+                        || self.local_ips.contains(&addr.ip()))))
+    }
+
+    /// Sets the key of the tags on this proxy's branches. A live proxy sets a secret one
+    /// (the default derives from `control.seed`, which keeps simulated runs repeatable but
+    /// is no secret).
+    pub fn set_branch_key(&mut self, key: u64) {
+        self.branch_key = key;
+    }
+
+    /// A fresh branch: the magic cookie, sluice's prefix, a counter (unique), 48 bits of a
+    /// keyed hash of it (unguessable without the key; a hash for tables, not a MAC, which
+    /// is enough against senders who never see a branch: those who do can forge anyway),
+    /// and the request's loop hash (RFC 3261 §16.6 step 8, see [`Self::loop_hash`]).
+    fn new_branch(&self, loop_hash: u32) -> String {
+        format!(
+            "{BRANCH_PREFIX}{:x}.{:012x}{loop_hash:08x}",
+            self.branch_counter,
+            self.branch_tag(self.branch_counter)
+        )
+    }
+
+    fn branch_tag(&self, counter: u64) -> u64 {
+        foldhash::fast::FixedState::with_seed(self.branch_key).hash_one(counter) & 0xffff_ffff_ffff
+    }
+
+    /// Whether this proxy made `branch` (its counter carries the right tag): what a
+    /// response must show before the proxy acts on it without a transaction.
+    fn branch_is_ours(&self, branch: &[u8]) -> bool {
+        let Some(rest) = branch.strip_prefix(BRANCH_PREFIX.as_bytes()) else {
+            return false;
+        };
+        let Some(dot) = rest.iter().position(|&b| b == b'.') else {
+            return false;
+        };
+        let (counter, tag) = (&rest[..dot], &rest[dot + 1..]);
+        let parsed = std::str::from_utf8(counter)
+            .ok()
+            .filter(|c| !c.is_empty() && c.len() <= 16)
+            .and_then(|c| u64::from_str_radix(c, 16).ok());
+        let expected = parsed.map(|c| format!("{:012x}", self.branch_tag(c)));
+        expected.is_some_and(|e| tag.len() == 20 && tag[..12] == *e.as_bytes())
+    }
+
+    /// RFC 3261 §16.6 step 8: a hash of what decides where a request goes (Request-URI,
+    /// Route set, Call-ID, From and To tags, CSeq number), carried in the branch of each
+    /// request this proxy forwards. The RFC lists the topmost Via too; it is left out,
+    /// because a request coming round again carries another element's Via on top, and
+    /// then no loop could ever match.
+    fn loop_hash(&self, request: &Message) -> u32 {
+        let mut h =
+            foldhash::fast::FixedState::with_seed(self.branch_key ^ LOOP_KEY).build_hasher();
+        let field = |h: &mut foldhash::fast::FoldHasher, v: Option<&[u8]>| {
+            h.write(v.unwrap_or_default());
+            h.write_u8(0xff);
+        };
+        field(&mut h, request.request_uri_raw());
+        for route in request.header_values(HeaderName::Route) {
+            field(&mut h, route.ok());
+        }
+        field(&mut h, request.call_id());
+        field(
+            &mut h,
+            request.header(HeaderName::From).and_then(NameAddr::tag_of),
+        );
+        field(
+            &mut h,
+            request.header(HeaderName::To).and_then(NameAddr::tag_of),
+        );
+        h.write_u32(request.cseq().map_or(0, |c| c.seq));
+        h.finish() as u32
+    }
+
+    /// RFC 3261 §16.3 step 4: the request carries a Via this proxy wrote (its own sent-by
+    /// and branch prefix, as it formats them) whose loop hash is this request's own, so
+    /// forwarding it would send it where it went before: a loop, not a spiral.
+    fn has_looped(&self, request: &Message, loop_hash: u32) -> bool {
+        let mut ours = Vec::with_capacity(48);
+        ours.extend_from_slice(b"SIP/2.0/UDP ");
+        ours.extend_from_slice(self.me.as_bytes());
+        ours.extend_from_slice(b";branch=");
+        ours.extend_from_slice(BRANCH_PREFIX.as_bytes());
+        let mut digits = [0u8; 8];
+        let hex = b"0123456789abcdef";
+        for (i, d) in digits.iter_mut().enumerate() {
+            *d = hex[((loop_hash >> (28 - 4 * i)) & 0xf) as usize];
+        }
+        request
+            .header_values(HeaderName::Via)
+            .filter_map(Result::ok)
+            .filter_map(|via| via.strip_prefix(ours.as_slice()))
+            .any(|rest| {
+                let branch = &rest[..rest.iter().position(|&b| b == b';').unwrap_or(rest.len())];
+                branch.ends_with(&digits)
+            })
     }
 
     // ---- receive stage ----
@@ -553,12 +742,24 @@ impl ProxyCore {
             max_message_size: self.max_datagram,
             ..Limits::DATAGRAM
         };
-        let Ok(msg) = Message::parse_with(payload, &limits) else {
+        let Ok((msg, whole)) = Message::parse_short_body(payload, &limits) else {
             // Nothing parsed means no Via to answer along: drop and count (§18.1.2 / §16.3
             // leave garbage to the element's discretion).
             self.stats.malformed += 1;
             return;
         };
+        if !whole {
+            // A body shorter than its Content-Length: 400 for a request (§18.3).
+            self.stats.malformed += 1;
+            self.answer_short_body(&msg, from);
+            return;
+        }
+        // Over the memory budget only responses get in: they end transactions and free
+        // memory; every request would hold more.
+        if msg.is_request() && self.bytes_in_use() >= self.memory_budget {
+            self.stats.dropped_memory_budget += 1;
+            return;
+        }
         let (to_tag, reject_tag) = if msg.is_request() {
             to_tag_kind(&msg)
         } else {
@@ -569,9 +770,17 @@ impl ProxyCore {
         // still goes through the queue at an ordinary message's cost, as every message does
         // in the papers' cost model: a rejected call costs its 503 and this ACK.
         let absorb = reject_tag && msg.method() == Some(&Method::Ack);
-        // A retransmitted initial INVITE is not a new session: it must not be rejected while
-        // its original waits in the queue (and one whose call was rejected gets the same 503).
-        let invite_key = (msg.method() == Some(&Method::Invite) && !to_tag).then(|| {
+        // Inside a dialog only if this proxy record-routed it: a To tag alone is the
+        // sender's word, and would let any request past admission.
+        let in_dialog = to_tag && self.route_names_me(&msg);
+        // Every other request is new work the proxy may refuse (an INVITE, but also an
+        // OPTIONS, MESSAGE or SUBSCRIBE), except ACK and CANCEL, which belong to an INVITE.
+        let new_request = msg.is_request()
+            && !in_dialog
+            && !matches!(msg.method(), Some(Method::Ack | Method::Cancel));
+        // A retransmitted new request is not new: it must not be rejected while its
+        // original waits in the queue (and one whose request was rejected gets the same 503).
+        let invite_key = new_request.then(|| {
             self.invites.key(
                 msg.top_via_branch().unwrap_or_default(),
                 msg.header(HeaderName::CallId).unwrap_or_default(),
@@ -585,37 +794,48 @@ impl ProxyCore {
             self.stats.dropped_repeats_waiting += 1;
             return;
         }
+        if new_request && sighting == Sighting::First && !self.limiter.allow(now, from.ip()) {
+            // Over its source's rate: dropped before it costs anything (a 503 would cost
+            // the processor and could be reflected at a spoofed source).
+            self.stats.dropped_rate_limit += 1;
+            if let Some(k) = invite_key {
+                self.invites.forget(k);
+            }
+            return;
+        }
         let summary = match msg.method() {
             None => MessageSummary::response(None),
-            Some(Method::Invite) if !to_tag && sighting == Sighting::First => {
+            // Admission and the feedback algorithms count sessions; a new request of any
+            // method is one unit of new work to them.
+            Some(_) if new_request && sighting == Sighting::First => {
                 MessageSummary::new_session(None)
             }
             Some(Method::Invite) => MessageSummary::repeated_invite(None),
             Some(_) => MessageSummary::other_request(None),
         };
-        let (summary, offer) = self.hop.on_arrival(now, &msg, from, summary, |branch| {
-            branch.starts_with(BRANCH_PREFIX.as_bytes())
+        let txn = &self.txn;
+        let (summary, offer) = self.hop.on_arrival(now, &msg, from, summary, |response| {
+            txn.client_peer(response).map(|p| p.addr)
         });
         // SE: RFC 7339 reduction towards the next hop, here at the cheap path; in-dialog
         // requests are exempt, so only out-of-dialog ones are offered, and a retransmitted
         // INVITE was offered as its original.
         let mut hold = None;
-        let hop_reject =
-            msg.is_request() && !to_tag && sighting == Sighting::First && self.hop.is_se() && {
-                // Routing reads the processor's in-dialog flag: this request has no To tag.
-                self.cur_to_tag = false;
-                match self.route(&msg) {
-                    Ok((dest, _)) => match self.hop.reduce(now, &msg, dest) {
-                        OcVerdict::Forward => false,
-                        OcVerdict::Reject => true,
-                        OcVerdict::Hold(id) => {
-                            hold = Some((dest, id));
-                            false
-                        }
-                    },
-                    Err(_) => false,
-                }
-            };
+        let hop_reject = new_request && sighting == Sighting::First && self.hop.is_se() && {
+            // Routing reads the processor's in-dialog flag.
+            self.cur_in_dialog = false;
+            match self.route(&msg) {
+                Ok((dest, _)) => match self.hop.reduce(now, &msg, dest) {
+                    OcVerdict::Forward => false,
+                    OcVerdict::Reject => true,
+                    OcVerdict::Hold(id) => {
+                        hold = Some((dest, id));
+                        false
+                    }
+                },
+                Err(_) => false,
+            }
+        };
         // In the split structure the policies watch the INVITE queue, as in the simulator.
         let watched = if self.split {
             self.invite_queue.len()
@@ -687,7 +907,7 @@ impl ProxyCore {
             arrived: now,
             summary,
             reject,
-            to_tag,
+            in_dialog,
             invite_key,
             retransmission,
             hold,
@@ -696,6 +916,7 @@ impl ProxyCore {
         };
         if to_invite_queue {
             self.occupancy_now.invites += 1;
+            self.queued_bytes += queued.msg.as_bytes().len();
             self.invite_queue.push_back(queued);
             self.drain_blocked = false;
         } else {
@@ -705,6 +926,7 @@ impl ProxyCore {
             } else {
                 self.occupancy_now.non_invites += 1;
             }
+            self.queued_bytes += queued.msg.as_bytes().len();
             self.queue.push_back(queued);
         }
         self.stats.queue_peak = self
@@ -715,6 +937,21 @@ impl ProxyCore {
         self.admission.get().on_queue(now, self.occupancy_now);
         self.record_queue(now);
         self.release_held(now);
+    }
+
+    /// RFC 3261 §18.3: a request whose Content-Length promises more than the datagram holds
+    /// gets 400 (an ACK is dropped: nothing answers it).
+    fn answer_short_body(&mut self, head: &Message, from: SocketAddr) {
+        if !head.is_request()
+            || head.method() == Some(&Method::Ack)
+            || head.top_via().is_err()
+            || head.call_id().is_none()
+        {
+            return;
+        }
+        self.stats.bad_content_length += 1;
+        let bad = edit::response_to(head, 400).to_tag("sl").build();
+        self.send_stateless(from, bad);
     }
 
     /// Asks for a [`Record`] of everything the processor does, from now on.
@@ -750,7 +987,7 @@ impl ProxyCore {
                     request,
                     from,
                 }) => {
-                    self.cur_to_tag = false;
+                    self.cur_in_dialog = false;
                     self.cur_retransmission = false;
                     self.forward(now, server, &request, from, true);
                     self.drain_txn(now);
@@ -764,8 +1001,17 @@ impl ProxyCore {
     /// More than 90 % of the transaction table is in use: non-INVITE server transactions
     /// wait Timer J (32 s) after their final response, so at high call rates they fill the
     /// table and, without this reserve, the BYEs of admitted calls would be refused.
+    /// New requests are refused once 90 % of the transaction table or of the memory
+    /// budget is taken: the rest is kept for the work already admitted (its BYEs, CANCELs
+    /// and responses), so that a flood of new requests cannot starve it.
     fn table_headroom_reached(&self) -> bool {
         self.txn.len().saturating_mul(10) > self.txn.config().max_transactions.saturating_mul(9)
+            || self.bytes_in_use().saturating_mul(10) > self.memory_budget.saturating_mul(9)
+    }
+
+    /// What the memory budget covers: the transactions' bytes and the queued messages.
+    fn bytes_in_use(&self) -> usize {
+        self.txn.bytes_held() + self.queued_bytes
     }
 
     /// The shell could not send a transmit of this origin (§16.9: becomes 503 upstream).
@@ -917,6 +1163,56 @@ impl ProxyCore {
         self.draining = true;
     }
 
+    /// The end of a graceful shutdown: every admitted request still without a final
+    /// response gets one now, so that no caller is left to its own timers: 503 for what
+    /// waits in the queues or is held, 408 for what waits on the next hop. Their bytes are
+    /// ready in [`poll_transmit`](Self::poll_transmit); returns how many were answered.
+    pub fn abandon(&mut self, now: Time) -> usize {
+        self.last_now = now;
+        let mut answered = 0;
+        let waiting: Vec<Queued> = self
+            .queue
+            .drain(..)
+            .chain(self.invite_queue.drain(..))
+            .chain(self.in_service.take().map(|s| s.q))
+            .collect();
+        self.queued_bytes = 0;
+        for q in waiting {
+            if q.msg.is_request() && q.msg.method() != Some(&Method::Ack) && !q.absorb {
+                let refusal = edit::response_to(&q.msg, 503).to_tag("sl").build();
+                self.send_stateless(q.from, refusal);
+                answered += 1;
+            }
+        }
+        let held: Vec<(ServerTxId, Message)> = self
+            .held
+            .drain()
+            .filter_map(|(_, h)| match h {
+                Held::Waiting {
+                    server, request, ..
+                } => Some((server, request)),
+                _ => None,
+            })
+            .collect();
+        for (server, request) in held {
+            self.respond(now, server, &request, 503);
+            answered += 1;
+        }
+        let pending: Vec<ClientTxId> = self
+            .links
+            .iter()
+            .filter(|(_, l)| !l.final_relayed)
+            .map(|(c, _)| *c)
+            .collect();
+        for client in pending {
+            self.fail_upstream(now, client, 408);
+            answered += 1;
+        }
+        self.drain_txn(now);
+        self.stats.abandoned_at_shutdown += answered as u64;
+        answered
+    }
+
     /// Nothing queued and every proxied request has its final response: a shutdown may end.
     pub fn is_idle(&self) -> bool {
         self.queue.is_empty()
@@ -936,6 +1232,9 @@ impl ProxyCore {
         s.txn = *self.txn.stats();
         s.hop = self.hop.stats();
         s.invite_memory_full = self.invites.full;
+        s.dialog_peers = self.dialog_peers.len();
+        s.bytes_in_use = self.bytes_in_use();
+        s.dialog_peers_evicted = self.dialog_peers.evicted;
         s.held = self.held.len();
         s
     }
@@ -1020,6 +1319,7 @@ impl ProxyCore {
                 let Some(q) = self.queue.pop_front() else {
                     break;
                 };
+                self.queued_bytes = self.queued_bytes.saturating_sub(q.msg.as_bytes().len());
                 changed = true;
                 if q.summary.class == MessageClass::Invite && !self.split {
                     self.occupancy_now.invites = self.occupancy_now.invites.saturating_sub(1);
@@ -1051,6 +1351,7 @@ impl ProxyCore {
             let Some(mut q) = self.invite_queue.pop_front() else {
                 break;
             };
+            self.queued_bytes = self.queued_bytes.saturating_sub(q.msg.as_bytes().len());
             if let Some(k) = q.invite_key {
                 self.invites.taken(k);
             }
@@ -1135,7 +1436,7 @@ impl ProxyCore {
                     .map(|c| q.msg.as_bytes().slice_ref(c))
                     .unwrap_or_default(),
                 status: q.msg.status(),
-                invite: summary.class == MessageClass::Invite,
+                invite: q.msg.method() == Some(&Method::Invite),
                 session_start: summary.is_session_start(),
                 rejected: q.reject,
                 start,
@@ -1174,7 +1475,7 @@ impl ProxyCore {
             self.stats.absorbed_reject_acks += 1;
             return;
         }
-        if q.reject && !q.to_tag && q.msg.method() == Some(&Method::Invite) {
+        if q.reject && !q.in_dialog && q.msg.method() != Some(&Method::Ack) {
             self.cur_retransmission = q.retransmission;
             self.reject_stateless(now, &q);
             self.cur_retransmission = false;
@@ -1182,7 +1483,7 @@ impl ProxyCore {
         }
         self.cur_reject = q.reject;
         self.cur_accepted = false;
-        self.cur_to_tag = q.to_tag;
+        self.cur_in_dialog = q.in_dialog;
         self.cur_retransmission = q.retransmission;
         self.cur_offer = q.offer;
         let msg = q.msg;
@@ -1425,6 +1726,12 @@ impl ProxyCore {
         from: SocketAddr,
         invite: bool,
     ) {
+        let loop_hash = self.loop_hash(request);
+        if self.has_looped(request, loop_hash) {
+            self.stats.loops += 1;
+            self.respond(now, tx, request, 482);
+            return;
+        }
         let (dest, pop_route) = match self.route(request) {
             Ok(r) => r,
             Err(RouteError::NoRoute) => {
@@ -1437,11 +1744,16 @@ impl ProxyCore {
                 self.respond(now, tx, request, 482);
                 return;
             }
+            Err(RouteError::Forbidden) => {
+                self.stats.forbidden_destinations += 1;
+                self.respond(now, tx, request, 403);
+                return;
+            }
         };
         self.branch_counter += 1;
-        let branch = format!("{BRANCH_PREFIX}{:x}", self.branch_counter);
+        let branch = self.new_branch(loop_hash);
         let dialog_creating = matches!(request.method(), Some(Method::Invite | Method::Subscribe))
-            && !self.cur_to_tag;
+            && !self.cur_in_dialog;
         let bytes = self.edit_request(
             request,
             from,
@@ -1513,6 +1825,11 @@ impl ProxyCore {
             }
         } else {
             link.final_relayed = true;
+            if status < 300 && link.request.method() == Some(&Method::Invite) {
+                for peer in dialog_addresses(&link.request, response) {
+                    self.dialog_peers.add(now, peer);
+                }
+            }
         }
         let server = link.server;
         let stamp = match &link.offer {
@@ -1532,11 +1849,21 @@ impl ProxyCore {
     }
 
     /// A response that matches no transaction: a 2xx retransmission (or a 2xx that raced
-    /// its transaction's end). Relayed along the Via if this proxy's Via is on top.
+    /// its transaction's end). Relayed only if it is a 2xx to an INVITE (RFC 6026 stops
+    /// proxies forwarding responses that match no transaction, and forwards the 2xx
+    /// retransmissions from its Accepted state instead; this proxy's INVITE server
+    /// transactions end on the 2xx, so the relay stands in for that state) and its top
+    /// Via is this proxy's own: a branch it made
+    /// (tag checked) and its sent-by (RFC 3261 §18.1.2). Anything else is dropped and
+    /// counted, so that no one can bounce responses off this proxy to a third address.
     fn relay_stray(&mut self, response: &Message) {
-        let ours = response
-            .top_via_branch()
-            .is_some_and(|b| b.starts_with(BRANCH_PREFIX.as_bytes()));
+        let invite_2xx = response.status().is_some_and(|s| (200..300).contains(&s))
+            && response.cseq().is_some_and(|c| c.method == Method::Invite);
+        let ours = invite_2xx
+            && response
+                .top_via_branch()
+                .is_some_and(|b| self.branch_is_ours(b))
+            && response.top_via().is_ok_and(|v| self.sent_by_me(&v));
         let to = ours.then(|| Self::via_destination(response)).flatten();
         let Some(to) = to else {
             self.stats.dropped_stray_responses += 1;
@@ -1551,6 +1878,14 @@ impl ProxyCore {
         );
         self.stats.forwarded_stray_responses += 1;
         self.send_stateless(to, bytes);
+    }
+
+    /// A Via's sent-by names this proxy: its advertised host and port, or an address of
+    /// its own socket.
+    fn sent_by_me(&self, via: &sluice_sip::Via<'_>) -> bool {
+        let port = via.port.unwrap_or(5060);
+        (host_matches(&via.host, &self.me_host) && port == self.me_port)
+            || host_ip(&via.host).is_some_and(|ip| self.is_local(SocketAddr::new(ip, port)))
     }
 
     /// Where a response goes once this proxy's Via is popped (§18.2.2 with RFC 3581): the
@@ -1575,15 +1910,27 @@ impl ProxyCore {
             self.stats.too_many_hops += 1;
             return;
         }
-        let Ok((dest, pop_route)) = self.route(request) else {
-            self.stats.no_route += 1;
+        let loop_hash = self.loop_hash(request);
+        if self.has_looped(request, loop_hash) {
+            self.stats.loops += 1;
             return;
+        }
+        let (dest, pop_route) = match self.route(request) {
+            Ok(r) => r,
+            Err(RouteError::Forbidden) => {
+                self.stats.forbidden_destinations += 1;
+                return;
+            }
+            Err(_) => {
+                self.stats.no_route += 1;
+                return;
+            }
         };
         // Stateless: the branch is a function of the received one, so a retransmitted ACK
         // gets the same branch (§16.11).
         let h = foldhash::fast::FixedState::default()
             .hash_one(request.top_via_branch().unwrap_or_default());
-        let branch = format!("{BRANCH_PREFIX}a{h:x}");
+        let branch = format!("{BRANCH_PREFIX}a{h:x}{loop_hash:08x}");
         let bytes = self.edit_request(request, from, &branch, pop_route, false, None);
         self.stats.forwarded_acks += 1;
         self.send_stateless(dest, bytes);
@@ -1642,13 +1989,23 @@ impl ProxyCore {
         )
     }
 
+    /// The request's top Route names this proxy: it was record-routed here.
+    fn route_names_me(&self, request: &Message) -> bool {
+        request
+            .header_values(HeaderName::Route)
+            .next()
+            .and_then(Result::ok)
+            .and_then(NameAddr::uri_of)
+            .is_some_and(|u| self.names_me(&u))
+    }
+
     fn names_me(&self, uri: &Uri<'_>) -> bool {
         let Some(host) = &uri.host else {
             return false;
         };
         let port = uri.port.unwrap_or(5060);
         (host_matches(host, &self.me_host) && port == self.me_port)
-            || host_ip(host).is_some_and(|ip| SocketAddr::new(ip, port) == self.local)
+            || host_ip(host).is_some_and(|ip| self.is_local(SocketAddr::new(ip, port)))
     }
 
     /// §16.4 and §16.5/§16.6 step 7: pop a Route naming us; then the next Route, a static
@@ -1678,7 +2035,7 @@ impl ProxyCore {
                 .ok_or(RouteError::NoRoute)?;
             SocketAddr::new(ip, route.port.unwrap_or(5060))
         } else if let (false, true, Some(next_hop)) =
-            (self.cur_to_tag, self.routes.is_empty(), self.next_hop)
+            (self.cur_in_dialog, self.routes.is_empty(), self.next_hop)
         {
             // A new request with no rules to match goes to the next hop: the Request-URI
             // would only be the fallback.
@@ -1703,20 +2060,28 @@ impl ProxyCore {
             });
             // In a dialog the Request-URI is the peer's Contact: go there. A new request is
             // routed by the operator's rules and next hop, the Request-URI only as a fallback.
-            let in_dialog = self.cur_to_tag;
+            let in_dialog = self.cur_in_dialog;
             let candidates = if in_dialog {
                 [target, rule.map(|r| r.next_hop), self.next_hop]
             } else {
                 [rule.map(|r| r.next_hop), self.next_hop, target]
             };
-            candidates
-                .into_iter()
-                .flatten()
-                .next()
-                .ok_or(RouteError::NoRoute)?
+            // Nothing but a Request-URI naming this proxy: forwarding would loop.
+            let for_me = ruri.as_ref().is_some_and(|u| self.names_me(u));
+            candidates.into_iter().flatten().next().ok_or(if for_me {
+                RouteError::Loop
+            } else {
+                RouteError::NoRoute
+            })?
         };
-        if dest == self.local {
+        if self.is_local(dest) {
             return Err(RouteError::Loop);
+        }
+        if !self.open_relay
+            && !self.destinations.contains(&dest)
+            && !self.dialog_peers.contains(self.last_now, dest)
+        {
+            return Err(RouteError::Forbidden);
         }
         Ok((dest, pop))
     }

@@ -173,13 +173,18 @@ pub struct HopStats {
     /// SE: responses carrying `oc` values from an address that is not a configured next
     /// hop (ignored).
     pub feedback_unconfigured: u64,
+    /// SE: responses carrying `oc` from a configured next hop's address that answer no
+    /// request this proxy sent there (no live client transaction with their branch and
+    /// CSeq method towards that address): forged or misrouted, ignored.
+    pub feedback_without_transaction: u64,
     /// SE: the clients' counters, summed over next hops.
     pub client: OcClientStats,
 }
 
 impl HopStats {
     /// SE: parameter sets ignored for any reason (stale, no sequence, unknown algorithm,
-    /// out of range, malformed, from an unconfigured sender).
+    /// out of range, malformed, an `oc-seq` too far ahead, from an unconfigured sender, or
+    /// answering no request sent).
     pub fn feedback_ignored(&self) -> u64 {
         let c = &self.client;
         c.stale
@@ -187,7 +192,9 @@ impl HopStats {
             + c.unknown_algorithm
             + c.out_of_range
             + c.malformed
+            + c.seq_jump
             + self.feedback_unconfigured
+            + self.feedback_without_transaction
     }
 }
 
@@ -242,6 +249,7 @@ fn sum_client_stats(total: &mut OcClientStats, s: &OcClientStats) {
     total.expired += s.expired;
     total.stale += s.stale;
     total.missing_seq += s.missing_seq;
+    total.seq_jump += s.seq_jump;
     total.unknown_algorithm += s.unknown_algorithm;
     total.out_of_range += s.out_of_range;
     total.malformed += s.malformed;
@@ -305,7 +313,8 @@ impl Hop {
 
     /// Receive stage, for every parsed message: RE bookkeeping (the message's source for
     /// the generator, arrivals and feed-forward per neighbour), SE feedback from a next
-    /// hop's response whose top Via is ours (`ours` tells by the branch). Returns the
+    /// hop's response to a request this proxy sent it (`sent_to` gives the address a
+    /// response's client transaction sent its request to, `None` if it has none). Returns the
     /// summary with its source filled in and, for a request from a configured neighbour,
     /// what its responses are stamped for.
     pub(crate) fn on_arrival(
@@ -314,7 +323,7 @@ impl Hop {
         msg: &Message,
         from: SocketAddr,
         mut summary: MessageSummary,
-        ours: impl Fn(&[u8]) -> bool,
+        sent_to: impl Fn(&Message) -> Option<SocketAddr>,
     ) -> (MessageSummary, Option<Offer>) {
         let mut offer = None;
         match self.role {
@@ -368,7 +377,7 @@ impl Hop {
             }
             HopRole::Se => {
                 if !msg.is_request() {
-                    self.on_next_hop_response(now, msg, from, ours);
+                    self.on_next_hop_response(now, msg, from, sent_to);
                 }
             }
         }
@@ -380,12 +389,12 @@ impl Hop {
         now: Time,
         msg: &Message,
         from: SocketAddr,
-        ours: impl Fn(&[u8]) -> bool,
+        sent_to: impl Fn(&Message) -> Option<SocketAddr>,
     ) {
         let Ok(via) = msg.top_via() else {
             return;
         };
-        if via.param("oc").is_none() || !via.branch().is_some_and(&ours) {
+        if via.param("oc").is_none() {
             return;
         }
         let Some(client) = self.clients.get_mut(&from) else {
@@ -394,6 +403,13 @@ impl Hop {
             }
             return;
         };
+        // The source address of a datagram is easily forged: feedback counts only on a
+        // response to a request in flight to that very next hop, whose branch (keyed, see
+        // `ProxyCore`) an off-path sender cannot guess.
+        if sent_to(msg) != Some(from) {
+            self.stats.feedback_without_transaction += 1;
+            return;
+        }
         let algorithm = via
             .oc_algo_tokens()
             .next()

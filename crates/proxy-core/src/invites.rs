@@ -29,12 +29,13 @@ enum State {
     Rejected,
 }
 
-/// Bounded: at most `limit` branches, each forgotten `ttl` (64·T1) after it was first
-/// seen, when no copy can still be in flight.
+/// Bounded in both structures: at most `limit` entries in the order of sightings (and so
+/// in the map), each forgotten `ttl` (64·T1) after it was first seen, when no copy can
+/// still be in flight.
 #[derive(Debug)]
 pub(crate) struct InviteMemory {
     /// Keyed by [`InviteMemory::key`], already a keyed hash: the map's own is a plain mix.
-    seen: HashMap<u64, State, foldhash::fast::FixedState>,
+    seen: HashMap<u64, (State, Time), foldhash::fast::FixedState>,
     /// Keyed per process: the branch and Call-ID come from peers, so a fixed hash would
     /// let them choose colliding keys.
     hasher: foldhash::quality::RandomState,
@@ -69,33 +70,39 @@ impl InviteMemory {
                 break;
             }
             self.order.pop_front();
-            self.seen.remove(&k);
+            // Only the sighting that made the entry ends it (a forgotten key seen again
+            // has a newer one).
+            if self.seen.get(&k).is_some_and(|&(_, at)| at == t) {
+                self.seen.remove(&k);
+            }
         }
         match self.seen.get(&key) {
-            Some(State::Rejected) => return Sighting::RepeatRejected,
-            Some(State::Waiting) => return Sighting::RepeatWaiting,
-            Some(State::Taken) => return Sighting::Repeat,
+            Some((State::Rejected, _)) => return Sighting::RepeatRejected,
+            Some((State::Waiting, _)) => return Sighting::RepeatWaiting,
+            Some((State::Taken, _)) => return Sighting::Repeat,
             None => {}
         }
-        if self.seen.len() >= self.limit {
+        // The order holds every live entry and the stale ones of forgotten keys: bounding
+        // it bounds both.
+        if self.order.len() >= self.limit {
             self.full += 1;
             return Sighting::First;
         }
-        self.seen.insert(key, State::Waiting);
+        self.seen.insert(key, (State::Waiting, now));
         self.order.push_back((now, key));
         Sighting::First
     }
 
     /// The INVITE of this key was answered 503 by the admission policy.
     pub fn rejected(&mut self, key: u64) {
-        if let Some(r) = self.seen.get_mut(&key) {
+        if let Some((r, _)) = self.seen.get_mut(&key) {
             *r = State::Rejected;
         }
     }
 
     /// The processor took the INVITE of this key (or it never waited in a queue).
     pub fn taken(&mut self, key: u64) {
-        if let Some(r) = self.seen.get_mut(&key) {
+        if let Some((r, _)) = self.seen.get_mut(&key) {
             if *r == State::Waiting {
                 *r = State::Taken;
             }
@@ -108,8 +115,8 @@ impl InviteMemory {
     }
 
     #[cfg(test)]
-    fn len(&self) -> usize {
-        self.seen.len()
+    fn len(&self) -> (usize, usize) {
+        (self.seen.len(), self.order.len())
     }
 }
 
@@ -130,10 +137,24 @@ mod tests {
         // Full: a third branch is taken for new but not remembered.
         assert_eq!(m.sight(Time::from_secs(1), 3), Sighting::First);
         assert_eq!(m.sight(Time::from_secs(1), 3), Sighting::First);
-        assert_eq!((m.len(), m.full), (2, 2));
+        assert_eq!((m.len(), m.full), ((2, 2), 2));
         // 64·T1 later the first is forgotten; a dropped one at once.
         assert_eq!(m.sight(Time::from_secs(32), 1), Sighting::First);
         m.forget(1);
         assert_eq!(m.sight(Time::from_secs(32), 1), Sighting::First);
+    }
+
+    #[test]
+    fn dropped_and_resent_requests_cannot_grow_the_order_past_the_limit() {
+        let mut m = InviteMemory::new(Duration::from_secs(32), 4);
+        // A flood whose every request is dropped at a full queue and sent again.
+        for i in 0..1000u64 {
+            let t = Time::from_millis(i);
+            m.sight(t, i % 3);
+            m.forget(i % 3);
+        }
+        let (seen, order) = m.len();
+        assert!(seen <= 4 && order <= 4, "{seen} {order}");
+        assert!(m.full > 0);
     }
 }

@@ -12,8 +12,8 @@
 //! 1. **Receive stage** ([`ProxyCore::handle_datagram`]): the cheap admission parse
 //!    (`Message::parse`), classification (new session, other request, response) and the
 //!    admission hook (a `sluice_control` [`LocalAdmission`](sluice_control::LocalAdmission)):
-//!    admit, or reject with 503 (optionally with Retry-After). In-dialog requests, ACKs and
-//!    responses are never rejected. The configured policy comes from `[control]`; any
+//!    admit, or reject with 503 (optionally with Retry-After). In-dialog requests, ACKs,
+//!    CANCELs and responses are never rejected. The configured policy comes from `[control]`; any
 //!    other plugs in with [`ProxyCore::set_admission`].
 //!    Admitted and rejected messages enter a bounded FIFO (default 500); arrivals at a full
 //!    queue are dropped and counted.
@@ -68,21 +68,43 @@
 //!
 //! # Routing (§16.4–16.6)
 //!
-//! A top Route naming this proxy (its advertised host and port, or its bound address) is
-//! popped. Then the first that applies: the next Route (an IP address; no DNS); for
-//! requests inside a dialog (To tag) the Request-URI's address (the peer's Contact), then the
-//! rules and `next_hop`; for new requests the first matching rule (Request-URI user and/or
-//! host), `next_hop`, then the Request-URI's address. Nothing applies: 404. A route back to
-//! this proxy: 482. INVITE and SUBSCRIBE outside a dialog get `Record-Route: <sip:ADVERTISED;lr>`,
-//! so the ACK for a 2xx and the BYE come back through the proxy.
+//! A top Route naming this proxy (its advertised host and port, its bound address, or on a
+//! wildcard bind any address of the host the shell reports with
+//! [`ProxyCore::set_local_addresses`], loopback included) is popped. Then the first that
+//! applies: the next Route (an IP address; no DNS); for requests inside a dialog the
+//! Request-URI's address (the peer's Contact), then the rules and `next_hop`; for new
+//! requests the first matching rule (Request-URI user and/or host), `next_hop`, then the
+//! Request-URI's address. Nothing applies: 404. A route back to this proxy, or a
+//! Request-URI naming it with nothing else to go on: 482. INVITE and SUBSCRIBE outside a
+//! dialog get `Record-Route: <sip:ADVERTISED;lr>`, so the ACK for a 2xx and the BYE come
+//! back through the proxy.
+//!
+//! Where a request may go is limited (`route_by_request_uri = false`, the default): to a
+//! configured destination (`next_hop`, a rule's next hop, an overload neighbour or next
+//! hop) or to a dialog peer (the Contacts and route set of a call whose INVITE's 2xx this
+//! proxy relayed, for `dialog_peer_ttl_s`). Anything else gets 403, so that nobody can use
+//! the proxy, with its retransmissions, to send traffic to a third party.
+//!
+//! A request is inside a dialog only if it has a To tag and its top Route names this proxy
+//! (it was record-routed here). Everything else, of any method but ACK and CANCEL, is a new
+//! request: admission, the SE's reduction, the per-source rate limit
+//! (`new_requests_per_source`) and the transaction table's and memory budget's headroom
+//! apply to it, and a rejection is a stateless 503. So a flood of OPTIONS, or of INVITEs
+//! with invented To tags, is refused like new calls, and the BYEs of admitted calls never
+//! are.
+//!
+//! Loops (§16.3 step 4): every branch this proxy makes carries a hash of what routes the
+//! request (Request-URI, Route set, Call-ID, tags, CSeq number); a request that arrives
+//! with a Via of this proxy's whose hash is its own has looped and gets 482.
 //!
 //! # What the proxy does per message
 //!
 //! * Receive stage: oversized datagrams and those `Message::parse` rejects are dropped and
 //!   counted (no Via to answer along). The admission policy sees every message; only new
-//!   sessions can be rejected: an INVITE without To tag whose branch and Call-ID were not
-//!   seen in the last 64*T1 (a bounded memory). A retransmission is never taken for a new
-//!   session; one of a rejected call gets the same stateless 503, and with the INVITE queue
+//!   requests can be rejected (see Routing: outside a dialog this proxy record-routed, not
+//!   ACK or CANCEL) whose branch and Call-ID were not seen in the last 64*T1 (a bounded
+//!   memory). A retransmission is never taken for a new request; one of a rejected request
+//!   gets the same stateless 503, and with the INVITE queue
 //!   one whose original still waits there is dropped (the copy would only cost processor
 //!   time, and the original's 100 Trying stops the retransmissions).
 //! * Processor: full validation of requests (`Message::validate`); an invalid request other
@@ -95,8 +117,26 @@
 //!   with our Via popped; timeout → 408, transport error → 503 (§16.9). Timer C (default
 //!   181 s) CANCELs an unanswered INVITE branch and abandons it with 408 64*T1 later.
 //! * Stateless: the ACK for a 2xx (branch derived from the received one, so retransmitted
-//!   ACKs are identical) and 2xx responses that match no transaction (retransmissions; sent
-//!   along the next Via's `received`/`rport`).
+//!   ACKs are identical) and 2xx responses to INVITE that match no transaction
+//!   (retransmissions; sent along the next Via's `received`/`rport`), relayed only when
+//!   their top Via is this proxy's own: its sent-by and a branch it made (each branch
+//!   carries a tag keyed with a per-process secret, [`ProxyCore::set_branch_key`]). Any
+//!   other stray response is dropped and counted.
+//! * A request whose body is shorter than its Content-Length gets 400 (§18.3).
+//!
+//! # Bounds
+//!
+//! Every table and queue has a limit and a counter: the FIFOs (`queue_capacity`,
+//! `invite_queue_capacity`), the transaction table (`max_transactions`, new requests
+//! refused above 90 % of it), the bytes the transactions and queues hold
+//! (`memory_budget_mb`: new requests refused above 90 %, every request dropped above all
+//! of it), datagram size (`max_datagram`), the memory of new requests (a million entries,
+//! 64·T1 each, in both its structures), the dialog peers (`max_dialog_peers`), the
+//! per-source buckets (65,536, then one shared), and the SE's held sessions.
+//!
+//! At the end of a graceful shutdown's grace period, [`ProxyCore::abandon`] answers every
+//! admitted request still open: 503 for what waits in the queues, 408 for what waits on
+//! the next hop.
 //!
 //! # Hop-by-hop overload control (`[overload]`, RFC 7339 / RFC 7415)
 //!
@@ -128,7 +168,12 @@
 //! at the receive stage (reduced: 503 at the rejection cost; in-dialog requests, ACK,
 //! CANCEL are exempt, priority ones go last), declares `;oc;oc-algo="…"` in the Via it
 //! pushes, and applies the parameters of its own Via in responses from that hop's
-//! address only. Counters: `CoreStats::hop`, `/metrics` `sluice_proxy_overload_*`. See
+//! address only, on a response to a request in flight to that hop (a live client
+//! transaction: a forged response from the hop's address with a made-up branch is
+//! ignored and counted). An `oc-seq` further ahead of the last applied than time allows is
+//! ignored, and no `oc-validity` holds longer than `max_validity_ms` (30 s). What remains
+//! open to a sender on the path, who sees the branches, is what TLS closes (RFC 7339
+//! §11). Counters: `CoreStats::hop`, `/metrics` `sluice_proxy_overload_*`. See
 //! `hop.rs`; the closed loop runs in `sluice-sim`'s `tests/proxy_network.rs` (on the
 //! simulator's testbed) and `sluice-proxy`'s `tests/hop_live.rs` (on loopback sockets).
 //!
@@ -145,6 +190,8 @@ mod config;
 mod core;
 mod hop;
 mod invites;
+mod limiter;
+mod peers;
 mod record;
 mod transmit;
 

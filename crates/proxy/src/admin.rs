@@ -3,7 +3,8 @@
 //! stays single-threaded and unshared.
 
 use std::net::SocketAddr;
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::extract::State;
@@ -31,16 +32,103 @@ pub(crate) struct Snapshot {
     pub local: SocketAddr,
     pub send_drops: u64,
     pub draining: bool,
+    /// Admin connections refused for the connection limit.
+    pub admin_refused: u64,
 }
 
 type Requests = mpsc::Sender<oneshot::Sender<Snapshot>>;
 
-pub(crate) async fn serve(listener: tokio::net::TcpListener, requests: Requests) {
+/// Most admin connections open at once; more are closed at once (and counted).
+const MAX_CONNECTIONS: usize = 16;
+/// How long a client may take to send its request's header section.
+const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(5);
+/// The longest an admin connection stays open, keep-alive included.
+const CONNECTION_LIFETIME: Duration = Duration::from_secs(30);
+
+/// The admin endpoint on a thread of its own, so that no client, however slow or many,
+/// takes time from the SIP loop: handlers only ask the loop for a snapshot over a channel.
+#[derive(Debug)]
+pub(crate) struct AdminThread {
+    stop: Option<oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+    /// Connections closed at once because `MAX_CONNECTIONS` were open.
+    pub refused: Arc<AtomicU64>,
+}
+
+impl AdminThread {
+    pub(crate) fn spawn(
+        listener: tokio::net::TcpListener,
+        requests: Requests,
+    ) -> std::io::Result<Self> {
+        let listener = listener.into_std()?;
+        let (stop, stopped) = oneshot::channel();
+        let refused = Arc::new(AtomicU64::new(0));
+        let counter = Arc::clone(&refused);
+        let thread = std::thread::Builder::new()
+            .name("sluice-admin".into())
+            .spawn(move || {
+                let Ok(runtime) = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                else {
+                    eprintln!("sluice proxy: the admin endpoint could not start its runtime");
+                    return;
+                };
+                runtime.block_on(async move {
+                    let Ok(listener) = tokio::net::TcpListener::from_std(listener) else {
+                        return;
+                    };
+                    tokio::select! {
+                        () = accept(listener, requests, counter) => {}
+                        _ = stopped => {}
+                    }
+                });
+            })?;
+        Ok(Self {
+            stop: Some(stop),
+            thread: Some(thread),
+            refused,
+        })
+    }
+}
+
+impl Drop for AdminThread {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+async fn accept(listener: tokio::net::TcpListener, requests: Requests, refused: Arc<AtomicU64>) {
     let app = Router::new()
         .route("/metrics", get(metrics))
         .route("/status", get(status))
         .with_state(requests);
-    let _ = axum::serve(listener, app).await;
+    let open = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
+    loop {
+        let Ok((stream, _)) = listener.accept().await else {
+            // Out of descriptors, say: let the moment pass rather than spin.
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            continue;
+        };
+        let Ok(permit) = Arc::clone(&open).try_acquire_owned() else {
+            refused.fetch_add(1, Ordering::Relaxed);
+            continue;
+        };
+        let service = hyper_util::service::TowerToHyperService::new(app.clone());
+        tokio::spawn(async move {
+            let mut http = hyper::server::conn::http1::Builder::new();
+            http.timer(hyper_util::rt::TokioTimer::new())
+                .header_read_timeout(HEADER_READ_TIMEOUT);
+            let connection = http.serve_connection(hyper_util::rt::TokioIo::new(stream), service);
+            let _ = tokio::time::timeout(CONNECTION_LIFETIME, connection).await;
+            drop(permit);
+        });
+    }
 }
 
 async fn snapshot(requests: &Requests) -> Option<Snapshot> {
@@ -140,6 +228,8 @@ pub(crate) fn status_json(
             "malformed": s.malformed,
             "invalid": s.invalid,
             "stray_responses": s.dropped_stray_responses,
+            "memory_budget": s.dropped_memory_budget,
+            "rate_limit": s.dropped_rate_limit,
             "send_buffer_full": send_drops,
         },
         "processed": s.processed,
@@ -152,8 +242,11 @@ pub(crate) fn status_json(
         "generated": {
             "trying": s.trying_sent,
             "483": s.too_many_hops,
+            "400_bad_content_length": s.bad_content_length,
+            "403_forbidden_destination": s.forbidden_destinations,
             "404_no_route": s.no_route,
             "482_loop": s.loops,
+            "abandoned_at_shutdown": s.abandoned_at_shutdown,
             "503_table_full": s.refused_table_full,
             "408_timeout": s.timeouts_408,
             "503_transport": s.transport_503,
@@ -166,6 +259,7 @@ pub(crate) fn status_json(
         "queue_len": s.queue_len,
         "queue_peak": s.queue_peak,
         "transactions": s.transactions,
+        "memory_in_use_bytes": s.bytes_in_use,
         "transactions_peak": s.txn.peak_transactions,
         "transactions_refused": s.txn.refused.table_full,
         "pending_requests": s.pending_requests,
@@ -250,6 +344,8 @@ pub(crate) fn render_metrics(s: &Snapshot) -> String {
         ("invalid", st.invalid),
         ("stray_response", st.dropped_stray_responses),
         ("send_buffer_full", s.send_drops),
+        ("memory_budget", st.dropped_memory_budget),
+        ("rate_limit", st.dropped_rate_limit),
     ] {
         dropped.get_or_create(&label("reason", reason)).inc_by(v);
     }
@@ -257,6 +353,8 @@ pub(crate) fn render_metrics(s: &Snapshot) -> String {
     let generated = Family::<Labels, Counter>::default();
     for (status, v) in [
         ("100", st.trying_sent),
+        ("400", st.bad_content_length),
+        ("403", st.forbidden_destinations),
         ("404", st.no_route),
         ("408", st.timeouts_408),
         ("482", st.loops),
@@ -306,6 +404,42 @@ pub(crate) fn render_metrics(s: &Snapshot) -> String {
         "Transactions refused because the table was full",
         st.txn.refused.table_full,
     );
+    counter(
+        &mut reg,
+        "invite_memory_full",
+        "New requests not remembered because the memory of new requests was full",
+        st.invite_memory_full,
+    );
+    counter(
+        &mut reg,
+        "abandoned_at_shutdown",
+        "Requests answered 503 or 408 when a graceful shutdown ran out of time",
+        st.abandoned_at_shutdown,
+    );
+    gauge(
+        &mut reg,
+        "memory_in_use_bytes",
+        "Bytes the transactions and queues hold, against memory_budget_mb",
+        st.bytes_in_use as f64,
+    );
+    gauge(
+        &mut reg,
+        "dialog_peers",
+        "Addresses in-dialog requests may go to, learnt from relayed 2xx responses",
+        st.dialog_peers as f64,
+    );
+    counter(
+        &mut reg,
+        "dialog_peers_evicted",
+        "Dialog peers forgotten before their time to stay within max_dialog_peers",
+        st.dialog_peers_evicted,
+    );
+    counter(
+        &mut reg,
+        "admin_connections_refused",
+        "Admin HTTP connections closed at once because too many were open",
+        s.admin_refused,
+    );
     let h = &st.hop;
     let feedback = Family::<Labels, Counter>::default();
     for (result, v) in [
@@ -314,10 +448,12 @@ pub(crate) fn render_metrics(s: &Snapshot) -> String {
         ("expired", h.client.expired),
         ("stale", h.client.stale),
         ("missing_seq", h.client.missing_seq),
+        ("seq_jump", h.client.seq_jump),
         ("unknown_algorithm", h.client.unknown_algorithm),
         ("out_of_range", h.client.out_of_range),
         ("malformed", h.client.malformed),
         ("unconfigured_sender", h.feedback_unconfigured),
+        ("no_transaction", h.feedback_without_transaction),
     ] {
         feedback.get_or_create(&label("result", result)).inc_by(v);
     }
@@ -442,6 +578,7 @@ mod tests {
             local: SocketAddr::from(([127, 0, 0, 1], 5060)),
             send_drops: 0,
             draining: false,
+            admin_refused: 0,
         }));
         assert!(text.contains("sluice_proxy_messages_in_total{kind=\"INVITE\"} 7"));
         assert!(text.contains("sluice_proxy_occupancy 0.25"));

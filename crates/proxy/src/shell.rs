@@ -72,6 +72,25 @@ impl ProxyReport {
     }
 }
 
+/// Sends what is pending, waiting for the socket as needed, for at most `limit`.
+async fn flush(socket: &UdpSocket, pending: &mut VecDeque<Transmit>, limit: Duration) {
+    let until = Instant::now() + limit;
+    while let Some(t) = pending.front() {
+        match socket.try_send_to(&t.payload, t.to) {
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                let left = until.saturating_duration_since(Instant::now());
+                if left.is_zero() || tokio::time::timeout(left, socket.writable()).await.is_err() {
+                    return;
+                }
+            }
+            // Sent, or failed for good: either way this one is done.
+            _ => {
+                pending.pop_front();
+            }
+        }
+    }
+}
+
 fn udp_socket(addr: SocketAddr, buffer: usize) -> io::Result<std::net::UdpSocket> {
     let socket = Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP))?;
     // The kernel may cap these (net.core.rmem_max); a smaller buffer is not an error.
@@ -99,6 +118,12 @@ impl Proxy {
         let local = socket.local_addr()?;
         let (admin, admin_addr) = match config.admin {
             Some(addr) => {
+                if !addr.ip().is_loopback() {
+                    eprintln!(
+                        "sluice proxy: warning: the admin endpoint on {addr} is reachable from \
+                         the network; /metrics and /status have no authentication"
+                    );
+                }
                 let l = tokio::net::TcpListener::bind(addr).await?;
                 let a = l.local_addr()?;
                 (Some(l), Some(a))
@@ -155,11 +180,28 @@ impl Proxy {
         let now = || Time::from_nanos(origin.elapsed().as_nanos() as u64);
         let at = |t: Time| origin + Duration::from_nanos(t.as_nanos());
         let mut core = ProxyCore::new(&config, local, now());
+        // A per-process secret from the standard library's randomly keyed hasher, so the
+        // tags on this proxy's branches cannot be predicted from its configuration.
+        core.set_branch_key(std::hash::BuildHasher::hash_one(
+            &std::collections::hash_map::RandomState::new(),
+            std::process::id(),
+        ));
+        if local.ip().is_unspecified() {
+            // Bound to every interface: a request for any of the host's addresses is for
+            // this proxy, and forwarding it there would loop.
+            match if_addrs::get_if_addrs() {
+                Ok(interfaces) => core.set_local_addresses(interfaces.iter().map(if_addrs::Interface::ip).collect()),
+                Err(e) => eprintln!("sluice proxy: cannot list the host's addresses ({e}); only loopback and the advertised address are known as this proxy"),
+            }
+        }
         if let Some(policy) = admission {
             core.set_admission(policy);
         }
         let (admin_tx, mut admin_rx) = mpsc::channel::<oneshot::Sender<Snapshot>>(16);
-        let admin_task = admin.map(|l| tokio::spawn(admin::serve(l, admin_tx)));
+        let admin_thread = match admin {
+            Some(listener) => Some(admin::AdminThread::spawn(listener, admin_tx)?),
+            None => None,
+        };
 
         let stop_after = config
             .duration_s
@@ -217,7 +259,16 @@ impl Proxy {
                 core.record_native_busy(started.elapsed());
             }
             if let Some(end) = grace_end {
-                if (core.is_idle() && pending.is_empty()) || Instant::now() >= end {
+                if core.is_idle() && pending.is_empty() {
+                    break;
+                }
+                if Instant::now() >= end {
+                    // Out of time: every request still open gets its final response now.
+                    core.abandon(now());
+                    while let Some(t) = core.poll_transmit() {
+                        pending.push_back(t);
+                    }
+                    flush(&socket, &mut pending, Duration::from_millis(500)).await;
                     break;
                 }
             }
@@ -248,13 +299,14 @@ impl Proxy {
                         local,
                         send_drops,
                         draining: grace_end.is_some(),
+                        admin_refused: admin_thread
+                            .as_ref()
+                            .map_or(0, |a| a.refused.load(std::sync::atomic::Ordering::Relaxed)),
                     });
                 }
             }
         }
-        if let Some(task) = admin_task {
-            task.abort();
-        }
+        drop(admin_thread);
         Ok(ProxyReport {
             local_addr: local,
             elapsed: origin.elapsed(),

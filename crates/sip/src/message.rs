@@ -266,11 +266,36 @@ impl Message {
         Message::parse_using::<scan::Native>(buf, limits)
     }
 
+    /// As [`Message::parse_with`], except that a body shorter than Content-Length declares
+    /// is no error: the message comes back with the body there is and `false`. For a
+    /// datagram receiver, which answers such a request with 400 (RFC 3261 §18.3) and so
+    /// needs its header fields; everything else about it is as `parse_with` checks it.
+    pub fn parse_short_body(buf: Bytes, limits: &Limits) -> Result<(Message, bool)> {
+        let (parts, scanned) = Message::parts_using::<scan::Native>(&buf, limits)?;
+        let pos = scanned?;
+        match body_span(&parts.admission, buf.len(), pos) {
+            Ok(body) => Ok((parts.into_message_with_body(buf, body), true)),
+            Err(e) if matches!(e.kind, ErrorKind::BodyTooShort { .. }) => {
+                let body = Span::new(pos, buf.len());
+                Ok((parts.into_message_with_body(buf, body), false))
+            }
+            Err(e) => Err(e),
+        }
+    }
+
     /// [`Message::parse_with`] with a chosen byte search, so that tests can check that the
     /// portable one and the SIMD one parse alike.
     pub(crate) fn parse_using<S: Search>(buf: Bytes, limits: &Limits) -> Result<Message> {
+        let (parts, scanned) = Message::parts_using::<S>(&buf, limits)?;
+        parts.into_message(buf, scanned?)
+    }
+
+    /// The start line and header fields, and where the header section ends (or the scan's
+    /// error, which comes after any error of the admission headers before it).
+    #[inline]
+    fn parts_using<S: Search>(buf: &Bytes, limits: &Limits) -> Result<(Parts, Result<usize>)> {
         let b = &buf[..];
-        let (start, headers_start) = Message::begin(&buf, limits)?;
+        let (start, headers_start) = Message::begin(buf, limits)?;
         let mut headers = Vec::with_capacity(24);
         let scanned = scan_headers::<S>(b, headers_start, limits, &mut headers);
         // The admission headers are parsed in order, before a scan error is reported: the
@@ -279,7 +304,7 @@ impl Message {
         let mut admission = Admission::default();
         for (index, header) in headers.iter().enumerate() {
             if header.name.is_admission() {
-                admission.admit_header(&buf, header.name, index, header.value)?;
+                admission.admit_header(buf, header.name, index, header.value)?;
             }
         }
         let parts = Parts {
@@ -288,7 +313,7 @@ impl Message {
             headers,
             admission,
         };
-        parts.into_message(buf, scanned?)
+        Ok((parts, scanned))
     }
 
     /// The start of a parse: the size limit, keep-alive CRLFs and the start line; returns the
@@ -328,14 +353,19 @@ impl Parts {
     #[inline]
     pub(crate) fn into_message(self, buf: Bytes, pos: usize) -> Result<Message> {
         let body = body_span(&self.admission, buf.len(), pos)?;
-        Ok(Message {
+        Ok(self.into_message_with_body(buf, body))
+    }
+
+    #[inline]
+    fn into_message_with_body(self, buf: Bytes, body: Span) -> Message {
+        Message {
             buf,
             start: self.start,
             headers_start: self.headers_start as u32,
             headers: self.headers,
             body,
             admission: self.admission,
-        })
+        }
     }
 }
 

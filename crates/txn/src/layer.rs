@@ -233,6 +233,23 @@ pub struct TransactionLayer {
     transmits: VecDeque<Transmit>,
     events: VecDeque<Event>,
     stats: Stats,
+    /// What the live transactions hold, by [`footprint`].
+    bytes_held: usize,
+}
+
+/// A transaction's own bookkeeping (slot, index entry, key, timers), measured by
+/// `cargo bench -p sluice-txn --bench memory` less the messages it keeps, rounded up.
+const TX_OVERHEAD: usize = 640;
+
+/// The bytes a transaction holds: its bookkeeping and the messages it keeps.
+fn footprint(tx: &Tx) -> usize {
+    TX_OVERHEAD + tx.out.len() + tx.request.as_ref().map_or(0, |r| r.as_bytes().len())
+}
+
+/// Replaces what a transaction resends, keeping the layer's byte count.
+fn set_out(bytes_held: &mut usize, tx: &mut Tx, out: Bytes) {
+    *bytes_held = (*bytes_held + out.len()).saturating_sub(tx.out.len());
+    tx.out = out;
 }
 
 impl TransactionLayer {
@@ -249,8 +266,16 @@ impl TransactionLayer {
             transmits: VecDeque::new(),
             events: VecDeque::new(),
             stats: Stats::default(),
+            bytes_held: 0,
             config,
         }
+    }
+
+    /// Bytes the live transactions hold: each one's bookkeeping (an estimate) and the
+    /// messages it keeps to resend or to build an ACK or CANCEL from. What a proxy
+    /// weighs against its memory budget.
+    pub fn bytes_held(&self) -> usize {
+        self.bytes_held
     }
 
     pub fn config(&self) -> &Config {
@@ -398,10 +423,12 @@ impl TransactionLayer {
             retx: 0,
             life: 0,
         };
+        let size = footprint(&tx);
         let Ok(slot) = self.txs.insert(tx) else {
             self.stats.refused.table_full += 1;
             return Err(Refused::TableFull);
         };
+        self.bytes_held += size;
         self.client_index.insert(key, slot.index);
         self.stats.client_created += 1;
         self.note_peak();
@@ -467,7 +494,7 @@ impl TransactionLayer {
             // Figure 7: Proceeding is the only state in which the TU may respond.
             (Kind::InviteServer, State::Proceeding) => {
                 if status < 200 {
-                    tx.out = payload.clone();
+                    set_out(&mut self.bytes_held, tx, payload.clone());
                     self.transmit(peer, payload, origin, false);
                 } else if status < 300 {
                     // RFC 3261 (before RFC 6026): a 2xx ends the server transaction; the TU
@@ -475,7 +502,7 @@ impl TransactionLayer {
                     self.transmit(peer, payload, origin, false);
                     self.terminate(index);
                 } else {
-                    tx.out = payload.clone();
+                    set_out(&mut self.bytes_held, tx, payload.clone());
                     tx.state = State::Completed;
                     tx.interval = self.config.t1;
                     self.transmit(peer, payload, origin, false);
@@ -488,7 +515,7 @@ impl TransactionLayer {
             }
             // Figure 8.
             (Kind::NonInviteServer, State::Trying | State::Proceeding) => {
-                tx.out = payload.clone();
+                set_out(&mut self.bytes_held, tx, payload.clone());
                 self.transmit(peer, payload, origin, false);
                 if status < 200 {
                     tx_state(&mut self.txs, index, State::Proceeding);
@@ -591,6 +618,19 @@ impl TransactionLayer {
         true
     }
 
+    /// The peer of the client transaction a response belongs to (matched as §17.1.3 does:
+    /// top Via branch and CSeq method), or `None` if it matches none. Looks only: a caller
+    /// that must trust a response's contents before the layer sees it (overload feedback)
+    /// checks here that it answers a request actually sent, and to whom.
+    pub fn client_peer(&self, response: &Message) -> Option<Peer> {
+        let key = ClientKey {
+            branch: SmallVec::from_slice(response.top_via_branch()?),
+            method: response.cseq()?.method.clone(),
+        };
+        let &index = self.client_index.get(&key)?;
+        self.txs.at(index).map(|tx| tx.peer)
+    }
+
     // ---- message handling ----
 
     fn handle_response(&mut self, now: Time, msg: Message, from: Peer) -> Received {
@@ -641,13 +681,13 @@ impl TransactionLayer {
                     self.terminate(index);
                 } else {
                     // §17.1.1.3: the transaction itself ACKs a 3xx–6xx, to the same peer.
-                    let ack = tx
-                        .request
-                        .take()
-                        .map(|req| edit::ack_for_non2xx(&req, &msg));
+                    let ack = tx.request.take().map(|req| {
+                        self.bytes_held = self.bytes_held.saturating_sub(req.as_bytes().len());
+                        edit::ack_for_non2xx(&req, &msg)
+                    });
                     tx.state = State::Completed;
                     if let Some(ack) = ack {
-                        tx.out = ack.clone();
+                        set_out(&mut self.bytes_held, tx, ack.clone());
                         self.transmit(peer, ack, Origin::Client(id), false);
                     }
                     self.disarm_tx(index, Timer::A);
@@ -688,7 +728,7 @@ impl TransactionLayer {
                     tx.state = State::Completed;
                     // Completed only absorbs retransmitted responses: the request is never
                     // sent again, and its buffer need not wait out Timer K.
-                    tx.out = Bytes::new();
+                    set_out(&mut self.bytes_held, tx, Bytes::new());
                     self.disarm_tx(index, Timer::E);
                     self.disarm_tx(index, Timer::F);
                     self.events.push_back(Event::Response {
@@ -779,10 +819,12 @@ impl TransactionLayer {
             retx: 0,
             life: 0,
         };
+        let size = footprint(&tx);
         let Ok(slot) = self.txs.insert(tx) else {
             self.stats.refused.table_full += 1;
             return Received::Refused;
         };
+        self.bytes_held += size;
         self.server_index.insert(key, slot.index);
         self.stats.server_created += 1;
         self.note_peak();
@@ -1010,6 +1052,7 @@ impl TransactionLayer {
         let Some(tx) = self.txs.remove_at(index) else {
             return;
         };
+        self.bytes_held = self.bytes_held.saturating_sub(footprint(&tx));
         self.timers.cancel(tx.retx);
         self.timers.cancel(tx.life);
         let id = match tx.key {

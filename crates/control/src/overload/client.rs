@@ -41,9 +41,18 @@ pub struct OcClientConfig {
     /// How long a value holds when the response has no `oc-validity`.
     #[serde(rename = "default_validity_ms", with = "crate::serde_millis")]
     pub default_validity: Duration,
-    /// Longer `oc-validity` values are shortened to this (state kept per next hop is bounded).
+    /// Longer `oc-validity` values are shortened to this, so that no single response,
+    /// genuine or not, can hold this client under control for long: a server keeps its
+    /// control alive by restamping every response (RFC 7339 §5.2), so a short cap costs it
+    /// nothing. Ours: 30 s.
     #[serde(rename = "max_validity_ms", with = "crate::serde_millis")]
     pub max_validity: Duration,
+    /// An `oc-seq` whose integer part runs further ahead of the last applied one than the
+    /// seconds since then plus this is ignored and counted (`seq_jump`). A server's
+    /// sequence follows its clock (RFC 7339 §5.2 suggests a timestamp, and sluice's server
+    /// uses one), so only a forged or broken value jumps far ahead, and one that did would
+    /// make every genuine response after it look stale. Ours: 10 s.
+    pub max_seq_lead_s: u64,
     /// Weight of each request in the loss algorithm's category mix estimate.
     pub loss_mix_weight: f64,
     /// RFC 7415 tolerance for category 1 requests.
@@ -81,7 +90,8 @@ impl Default for OcClientConfig {
         Self {
             algorithms: vec![OcAlgorithm::Loss, OcAlgorithm::Rate],
             default_validity: Duration::from_millis(500),
-            max_validity: Duration::from_secs(3600),
+            max_validity: Duration::from_secs(30),
+            max_seq_lead_s: 10,
             loss_mix_weight: 0.01,
             rate_tau: Duration::from_millis(20),
             rate_tau_priority: Duration::from_millis(100),
@@ -121,6 +131,8 @@ pub enum OcUpdate {
     Stale,
     /// `oc-seq` missing (the server must send it).
     MissingSeq,
+    /// `oc-seq` further ahead of the last applied than time allows (`max_seq_lead_s`).
+    SeqJump,
     /// An algorithm this client did not offer.
     UnknownAlgorithm,
     /// `oc` or `oc-validity` outside what the algorithm allows.
@@ -185,6 +197,8 @@ pub struct OcClientStats {
     pub expired: u64,
     pub stale: u64,
     pub missing_seq: u64,
+    /// Sequence values too far ahead of the last applied (`max_seq_lead_s`).
+    pub seq_jump: u64,
     pub unknown_algorithm: u64,
     pub out_of_range: u64,
     /// Parameters the codec could not parse (reported through `on_malformed`).
@@ -224,7 +238,9 @@ pub struct OcClient {
     control: Control,
     /// When the applied value stops holding; `None` while control is off.
     expires: Option<Time>,
+    /// The last applied `oc-seq`, and when it was applied.
     last_seq: Option<OcSequence>,
+    last_seq_at: Time,
     rng: ChaCha8Rng,
     meter: OfferedLoadMeter,
     /// Numbers the values handed to a [`Throttle`], and the sessions it holds.
@@ -260,6 +276,7 @@ impl OcClient {
             control: Control::Off,
             expires: None,
             last_seq: None,
+            last_seq_at: now,
             rng,
             meter,
             feedback_seq: 0,
@@ -341,6 +358,7 @@ impl OcClient {
             OcUpdate::Stopped => self.stats.stopped += 1,
             OcUpdate::Stale => self.stats.stale += 1,
             OcUpdate::MissingSeq => self.stats.missing_seq += 1,
+            OcUpdate::SeqJump => self.stats.seq_jump += 1,
             OcUpdate::UnknownAlgorithm => self.stats.unknown_algorithm += 1,
             OcUpdate::OutOfRange => self.stats.out_of_range += 1,
         }
@@ -354,8 +372,15 @@ impl OcClient {
         let Some(seq) = response.seq else {
             return OcUpdate::MissingSeq;
         };
-        if self.last_seq.is_some_and(|last| seq <= last) {
-            return OcUpdate::Stale;
+        if let Some(last) = self.last_seq {
+            if seq <= last {
+                return OcUpdate::Stale;
+            }
+            let lead =
+                now.saturating_since(self.last_seq_at).as_secs() + self.config.max_seq_lead_s;
+            if seq.integer > last.integer.saturating_add(lead) {
+                return OcUpdate::SeqJump;
+            }
         }
         // RFC 7339 makes `loss` the algorithm every participant implements, so a
         // response that names none is read as `loss`.
@@ -371,6 +396,7 @@ impl OcClient {
         if response.validity_ms == Some(0) {
             self.stop();
             self.last_seq = Some(seq);
+            self.last_seq_at = now;
             return OcUpdate::Stopped;
         }
         // The client MUST honour the server's validity (§5.5): a longer one than this
@@ -388,6 +414,7 @@ impl OcClient {
             return OcUpdate::OutOfRange;
         }
         self.last_seq = Some(seq);
+        self.last_seq_at = now;
         self.apply(now, algorithm, oc);
         self.expires = Some(now + validity);
         OcUpdate::Applied

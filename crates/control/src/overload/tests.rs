@@ -117,6 +117,36 @@ fn client_ignores_equal_and_older_oc_seq() {
 }
 
 #[test]
+fn an_oc_seq_far_ahead_of_time_is_ignored_and_genuine_ones_still_count() {
+    let mut c = client(&[OcAlgorithm::Loss]);
+    let t = Time::from_secs(1);
+    assert_eq!(
+        c.on_response(t, &response(10, "loss", 30_000, "1000.5")),
+        OcUpdate::Applied
+    );
+    // A forged value at the grammar's largest would make every later genuine one stale.
+    assert_eq!(
+        c.on_response(t, &response(100, "loss", 30_000, "999999999999.99999")),
+        OcUpdate::SeqJump
+    );
+    // Ten seconds of lead are allowed at once; more only as time passes.
+    assert_eq!(
+        c.on_response(t, &response(20, "loss", 30_000, "1011.0")),
+        OcUpdate::SeqJump
+    );
+    assert_eq!(
+        c.on_response(t, &response(20, "loss", 30_000, "1010.0")),
+        OcUpdate::Applied
+    );
+    assert_eq!(
+        c.on_response(Time::from_secs(21), &response(40, "loss", 30_000, "1035.0")),
+        OcUpdate::Applied
+    );
+    assert_eq!(c.value(), Some(40));
+    assert_eq!(c.stats().seq_jump, 2);
+}
+
+#[test]
 fn validity_expiry_ends_control_at_that_instant() {
     let mut c = client(&[OcAlgorithm::Loss]);
     let start = Time::from_secs(3);
@@ -181,7 +211,10 @@ fn a_longer_validity_than_kept_is_shortened_not_ignored() {
         c.on_response(Time::ZERO, &response(10, "loss", 3_600_001, "1.0")),
         OcUpdate::Applied
     );
-    assert_eq!(c.poll_timeout(), Some(Time::from_secs(3600)));
+    // The default cap: 30 s, whatever the server (or a forger) asked for.
+    assert_eq!(c.poll_timeout(), Some(Time::from_secs(30)));
+    c.handle_timeout(Time::from_secs(30));
+    assert_eq!(c.value(), None);
 }
 
 #[test]
