@@ -179,6 +179,7 @@ pub fn sweep(
         for &x in loads {
             for &caller in callers.each() {
                 for p in run_point(name, v, x, timing, caller, callers.sipp_scenario)? {
+                    crate::point::note_unanswered(&p, console);
                     say!(
                         console,
                         "{:<16} {:>5} {:>8.0} {:>8.1} {:>8.3} {:>8.3} {:>8.4} {:>9} {:>9} {:>6}",
@@ -394,6 +395,7 @@ fn point_result(
         forwarded_calls: proxy_report.map(|_| uas.invites),
         rejected_calls: proxy_report.map(|r| r.stats.rejected_policy),
         proxy_cpu_s: proxy_report.and(shared.proxy_cpu),
+        admitted_unanswered: uac.admitted_unanswered,
         rows,
         per_source: Vec::new(),
     }
@@ -442,6 +444,7 @@ pub(crate) fn run_sluice_uac(
         retransmissions_received: s.retransmissions_received,
         setup_p50_ms: s.setup.p50_ms,
         setup_p99_ms: s.setup.p99_ms,
+        admitted_unanswered: Some(s.admitted_unanswered),
     })
 }
 

@@ -47,6 +47,10 @@ pub struct PointResult {
     pub forwarded_calls: Option<u64>,
     pub rejected_calls: Option<u64>,
     pub proxy_cpu_s: Option<f64>,
+    /// sluice's UAC: calls whose INVITE was admitted (a provisional came back) that had no
+    /// final response when the caller stopped waiting. A proxy must answer every INVITE it
+    /// admits, at the latest when its Timer C runs out, so anything but 0 is reported.
+    pub admitted_unanswered: Option<u64>,
     #[serde(skip)]
     pub rows: Vec<SecondRow>,
     /// Topology runs: each source's own rows (`rows` is their sum per second).
@@ -76,6 +80,8 @@ pub struct CallerRun {
     pub retransmissions_received: u64,
     pub setup_p50_ms: Option<f64>,
     pub setup_p99_ms: Option<f64>,
+    /// See [`PointResult::admitted_unanswered`]; `None` where the caller cannot tell (SIPp).
+    pub admitted_unanswered: Option<u64>,
 }
 
 /// Setup delay in milliseconds for the printed tables (`-`: none measured).
@@ -115,4 +121,17 @@ pub fn native_beta(points: &[PointResult]) -> Option<(f64, f64, f64)> {
     let a = (fy * jj - jy * fj) / det;
     let b = (jy * ff - fy * fj) / det;
     (a > 0.0 && b > 0.0).then(|| (a * 1e6, b * 1e6, a / b))
+}
+
+/// Says so when a point broke the rule that every INVITE a proxy admits gets a final
+/// response (see [`PointResult::admitted_unanswered`]).
+pub fn note_unanswered(p: &PointResult, console: &dyn crate::console::Console) {
+    if let Some(n) = p.admitted_unanswered.filter(|&n| n > 0) {
+        crate::console::note!(
+            console,
+            "{} at {}: {n} admitted INVITEs had no final response when the caller stopped waiting",
+            p.variant,
+            p.x
+        );
+    }
 }

@@ -632,6 +632,7 @@ fn run_point(
         forwarded_calls: Some(uas.summary.invites),
         rejected_calls: Some(extras.se_reduced + re.stats.rejected_policy),
         proxy_cpu_s: None,
+        admitted_unanswered: Some(runs.iter().map(|r| r.1.admitted_unanswered).sum()),
         rows,
         per_source: v
             .scenario
@@ -727,6 +728,7 @@ pub fn bench(args: &OverloadConfig, console: &dyn Console) -> Result<(), String>
                 timing,
                 plan.dynamic.as_ref(),
             )?;
+            crate::point::note_unanswered(&p, console);
             say!(
                 console,
                 "{:<w$} {:>5} {:>7.0} {:>7.1} {:>6.3} {:>6.3} {:>6.3} {:>7.4} {:>8} {:>8} {:>4.0}% {:>7} {:>7} {:>7} {:>7} {:>5.1}% {:>7} {:>7} {:>5}",
@@ -1065,6 +1067,7 @@ mod tests {
             forwarded_calls: None,
             rejected_calls: None,
             proxy_cpu_s: None,
+            admitted_unanswered: None,
             rows: vec![SecondRow {
                 second: 1,
                 counts: Counts::default(),

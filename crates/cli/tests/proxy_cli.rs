@@ -133,3 +133,73 @@ fn sigterm_drains_and_exits_cleanly() {
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(report["dropped"]["invalid"], 1);
 }
+
+#[test]
+fn sigterm_with_calls_in_flight_answers_every_admitted_invite() {
+    // A next hop that never answers: the calls are still open when the signal comes.
+    let silent = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let next_hop = silent.local_addr().unwrap().to_string();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .args([
+            "proxy",
+            "--listen",
+            "127.0.0.1:0",
+            "--next-hop",
+            &next_hop,
+            "--grace",
+            "0.5",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    stderr.read_line(&mut line).unwrap();
+    let addr = line
+        .trim()
+        .strip_prefix("sluice proxy: listening on udp ")
+        .unwrap_or_else(|| panic!("{line}"))
+        .to_owned();
+    let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let me = sock.local_addr().unwrap();
+    sock.set_read_timeout(Some(Duration::from_millis(1500)))
+        .unwrap();
+    for i in 0..5 {
+        let invite = format!(
+            "INVITE sip:x@127.0.0.1 SIP/2.0\r\nVia: SIP/2.0/UDP {me};branch=z9hG4bKt{i}\r\n\
+             Max-Forwards: 70\r\nFrom: <sip:a@{me}>;tag=f{i}\r\nTo: <sip:x@127.0.0.1>\r\n\
+             Call-ID: term{i}\r\nCSeq: 1 INVITE\r\nContent-Length: 0\r\n\r\n"
+        );
+        sock.send_to(invite.as_bytes(), &addr).unwrap();
+    }
+    let mut buf = [0u8; 2048];
+    let mut statuses = Vec::new();
+    while statuses.len() < 5 {
+        let (n, _) = sock.recv_from(&mut buf).unwrap();
+        statuses.push(String::from_utf8_lossy(&buf[n.min(8)..n.min(11)]).into_owned());
+    }
+    assert!(statuses.iter().all(|s| s == "100"), "{statuses:?}");
+    let killed = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let mut finals = Vec::new();
+    while let Ok((n, _)) = sock.recv_from(&mut buf) {
+        let status = String::from_utf8_lossy(&buf[n.min(8)..n.min(11)]).into_owned();
+        if status != "100" {
+            finals.push(status);
+        }
+    }
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success());
+    assert_eq!(finals.len(), 5, "{finals:?}");
+    assert!(
+        finals.iter().all(|s| s == "408" || s == "503"),
+        "{finals:?}"
+    );
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["generated"]["abandoned_at_shutdown"], 5);
+    drop(silent);
+}

@@ -25,7 +25,7 @@ use sluice_txn::{ClientTxId, Event, Origin, Peer, Received, ServerTxId, Transact
 use smallvec::SmallVec;
 
 use crate::config::ProxyConfig;
-use crate::hop::Offer;
+use crate::hop::{Offer, SentBy};
 use crate::invites::{InviteMemory, Sighting};
 use crate::limiter::SourceLimiter;
 use crate::peers::DialogPeers;
@@ -384,6 +384,8 @@ pub struct ProxyCore {
     /// Keys the tag on each branch this proxy makes, so that nobody off the path can name
     /// one of its client transactions (which is what a response needs to be believed).
     branch_key: u64,
+    /// How this proxy's own Via begins, up to its branch prefix, as it writes it.
+    own_via_prefix: Vec<u8>,
     /// The host's own addresses, for a proxy bound to a wildcard address: a request for
     /// any of them at this port is for this proxy (empty: only `local` and `me`).
     local_ips: Vec<IpAddr>,
@@ -483,6 +485,28 @@ fn split_hostport(s: &str) -> (String, u16) {
 }
 
 /// Whether a request has a To tag, and whether it is this proxy's rejection tag.
+fn branch_tag(key: u64, counter: u64) -> u64 {
+    foldhash::fast::FixedState::with_seed(key).hash_one(counter) & 0xffff_ffff_ffff
+}
+
+/// Whether the proxy with branch key `key` made `branch` (its counter carries the right
+/// tag): what a response must show before the proxy acts on it without a transaction.
+fn branch_is_ours(key: u64, branch: &[u8]) -> bool {
+    let Some(rest) = branch.strip_prefix(BRANCH_PREFIX.as_bytes()) else {
+        return false;
+    };
+    let Some(dot) = rest.iter().position(|&b| b == b'.') else {
+        return false;
+    };
+    let (counter, tag) = (&rest[..dot], &rest[dot + 1..]);
+    let parsed = std::str::from_utf8(counter)
+        .ok()
+        .filter(|c| !c.is_empty() && c.len() <= 16)
+        .and_then(|c| u64::from_str_radix(c, 16).ok());
+    let expected = parsed.map(|c| format!("{:012x}", branch_tag(key, c)));
+    expected.is_some_and(|e| tag.len() == 20 && tag[..12] == *e.as_bytes())
+}
+
 /// The addresses a dialog's in-dialog requests may go to, from its INVITE and the 2xx
 /// that set it up: the caller's Contact, the callee's Contact and the route set (IP
 /// addresses only: this proxy does no DNS).
@@ -516,6 +540,7 @@ impl ProxyCore {
     pub fn new(config: &ProxyConfig, local: SocketAddr, now: Time) -> ProxyCore {
         let me = config.advertised(local);
         let (me_host, me_port) = split_hostport(&me);
+        let own_via_prefix = format!("SIP/2.0/UDP {me};branch={BRANCH_PREFIX}").into_bytes();
         let record_route = format!("<sip:{me};lr>").into_bytes();
         let txn_config = config.sip.txn_config(config.max_transactions);
         ProxyCore {
@@ -560,6 +585,7 @@ impl ProxyCore {
             branch_key: foldhash::fast::FixedState::with_seed(config.control.seed)
                 .hash_one("branch key"),
             local_ips: Vec::new(),
+            own_via_prefix,
             limiter: SourceLimiter::new(config.new_requests_per_source, MAX_RATE_SOURCES, now),
             memory_budget: config.memory_budget_mb.saturating_mul(1 << 20),
             queued_bytes: 0,
@@ -638,25 +664,11 @@ impl ProxyCore {
     }
 
     fn branch_tag(&self, counter: u64) -> u64 {
-        foldhash::fast::FixedState::with_seed(self.branch_key).hash_one(counter) & 0xffff_ffff_ffff
+        branch_tag(self.branch_key, counter)
     }
 
-    /// Whether this proxy made `branch` (its counter carries the right tag): what a
-    /// response must show before the proxy acts on it without a transaction.
     fn branch_is_ours(&self, branch: &[u8]) -> bool {
-        let Some(rest) = branch.strip_prefix(BRANCH_PREFIX.as_bytes()) else {
-            return false;
-        };
-        let Some(dot) = rest.iter().position(|&b| b == b'.') else {
-            return false;
-        };
-        let (counter, tag) = (&rest[..dot], &rest[dot + 1..]);
-        let parsed = std::str::from_utf8(counter)
-            .ok()
-            .filter(|c| !c.is_empty() && c.len() <= 16)
-            .and_then(|c| u64::from_str_radix(c, 16).ok());
-        let expected = parsed.map(|c| format!("{:012x}", self.branch_tag(c)));
-        expected.is_some_and(|e| tag.len() == 20 && tag[..12] == *e.as_bytes())
+        branch_is_ours(self.branch_key, branch)
     }
 
     /// RFC 3261 §16.6 step 8: a hash of what decides where a request goes (Request-URI,
@@ -692,11 +704,7 @@ impl ProxyCore {
     /// and branch prefix, as it formats them) whose loop hash is this request's own, so
     /// forwarding it would send it where it went before: a loop, not a spiral.
     fn has_looped(&self, request: &Message, loop_hash: u32) -> bool {
-        let mut ours = Vec::with_capacity(48);
-        ours.extend_from_slice(b"SIP/2.0/UDP ");
-        ours.extend_from_slice(self.me.as_bytes());
-        ours.extend_from_slice(b";branch=");
-        ours.extend_from_slice(BRANCH_PREFIX.as_bytes());
+        let ours = self.own_via_prefix.as_slice();
         let mut digits = [0u8; 8];
         let hex = b"0123456789abcdef";
         for (i, d) in digits.iter_mut().enumerate() {
@@ -705,7 +713,7 @@ impl ProxyCore {
         request
             .header_values(HeaderName::Via)
             .filter_map(Result::ok)
-            .filter_map(|via| via.strip_prefix(ours.as_slice()))
+            .filter_map(|via| via.strip_prefix(ours))
             .any(|rest| {
                 let branch = &rest[..rest.iter().position(|&b| b == b';').unwrap_or(rest.len())];
                 branch.ends_with(&digits)
@@ -813,10 +821,20 @@ impl ProxyCore {
             Some(Method::Invite) => MessageSummary::repeated_invite(None),
             Some(_) => MessageSummary::other_request(None),
         };
-        let txn = &self.txn;
-        let (summary, offer) = self.hop.on_arrival(now, &msg, from, summary, |response| {
-            txn.client_peer(response).map(|p| p.addr)
-        });
+        let (txn, key) = (&self.txn, self.branch_key);
+        let (summary, offer) =
+            self.hop.on_arrival(now, &msg, from, summary, |response| {
+                match txn.client_peer(response) {
+                    Some(peer) => SentBy::Live(peer.addr),
+                    None if response
+                        .top_via_branch()
+                        .is_some_and(|b| branch_is_ours(key, b)) =>
+                    {
+                        SentBy::Ended
+                    }
+                    None => SentBy::Nobody,
+                }
+            });
         // SE: RFC 7339 reduction towards the next hop, here at the cheap path; in-dialog
         // requests are exempt, so only out-of-dialog ones are offered, and a retransmitted
         // INVITE was offered as its original.

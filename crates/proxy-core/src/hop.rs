@@ -177,14 +177,17 @@ pub struct HopStats {
     /// request this proxy sent there (no live client transaction with their branch and
     /// CSeq method towards that address): forged or misrouted, ignored.
     pub feedback_without_transaction: u64,
+    /// SE: responses carrying `oc` to a request of this proxy's whose transaction has
+    /// ended (2xx retransmissions, say): ignored, feedback counts only on live ones.
+    pub feedback_late: u64,
     /// SE: the clients' counters, summed over next hops.
     pub client: OcClientStats,
 }
 
 impl HopStats {
     /// SE: parameter sets ignored for any reason (stale, no sequence, unknown algorithm,
-    /// out of range, malformed, an `oc-seq` too far ahead, from an unconfigured sender, or
-    /// answering no request sent).
+    /// out of range, malformed, an `oc-seq` too far ahead, from an unconfigured sender,
+    /// answering no request sent, or late).
     pub fn feedback_ignored(&self) -> u64 {
         let c = &self.client;
         c.stale
@@ -195,7 +198,20 @@ impl HopStats {
             + c.seq_jump
             + self.feedback_unconfigured
             + self.feedback_without_transaction
+            + self.feedback_late
     }
+}
+
+/// Who sent the request a response answers, as the proxy's transactions know it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum SentBy {
+    /// A live client transaction of this proxy's, towards this address.
+    Live(SocketAddr),
+    /// This proxy (its branch, tag checked), but the transaction has ended: a late or
+    /// repeated response, such as a 2xx retransmission.
+    Ended,
+    /// Nothing this proxy sent.
+    Nobody,
 }
 
 /// What a request from a configured neighbour said about overload control (RFC 7339
@@ -313,8 +329,8 @@ impl Hop {
 
     /// Receive stage, for every parsed message: RE bookkeeping (the message's source for
     /// the generator, arrivals and feed-forward per neighbour), SE feedback from a next
-    /// hop's response to a request this proxy sent it (`sent_to` gives the address a
-    /// response's client transaction sent its request to, `None` if it has none). Returns the
+    /// hop's response to a request this proxy sent it (`sent_by` says which of this
+    /// proxy's transactions, if any, a response answers). Returns the
     /// summary with its source filled in and, for a request from a configured neighbour,
     /// what its responses are stamped for.
     pub(crate) fn on_arrival(
@@ -323,7 +339,7 @@ impl Hop {
         msg: &Message,
         from: SocketAddr,
         mut summary: MessageSummary,
-        sent_to: impl Fn(&Message) -> Option<SocketAddr>,
+        sent_by: impl Fn(&Message) -> SentBy,
     ) -> (MessageSummary, Option<Offer>) {
         let mut offer = None;
         match self.role {
@@ -377,7 +393,7 @@ impl Hop {
             }
             HopRole::Se => {
                 if !msg.is_request() {
-                    self.on_next_hop_response(now, msg, from, sent_to);
+                    self.on_next_hop_response(now, msg, from, sent_by);
                 }
             }
         }
@@ -389,7 +405,7 @@ impl Hop {
         now: Time,
         msg: &Message,
         from: SocketAddr,
-        sent_to: impl Fn(&Message) -> Option<SocketAddr>,
+        sent_by: impl Fn(&Message) -> SentBy,
     ) {
         let Ok(via) = msg.top_via() else {
             return;
@@ -406,9 +422,17 @@ impl Hop {
         // The source address of a datagram is easily forged: feedback counts only on a
         // response to a request in flight to that very next hop, whose branch (keyed, see
         // `ProxyCore`) an off-path sender cannot guess.
-        if sent_to(msg) != Some(from) {
-            self.stats.feedback_without_transaction += 1;
-            return;
+        match sent_by(msg) {
+            SentBy::Live(to) if to == from => {}
+            // Feedback is read on live transactions only; a late copy is no forgery.
+            SentBy::Ended => {
+                self.stats.feedback_late += 1;
+                return;
+            }
+            _ => {
+                self.stats.feedback_without_transaction += 1;
+                return;
+            }
         }
         let algorithm = via
             .oc_algo_tokens()

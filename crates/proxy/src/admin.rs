@@ -454,6 +454,7 @@ pub(crate) fn render_metrics(s: &Snapshot) -> String {
         ("malformed", h.client.malformed),
         ("unconfigured_sender", h.feedback_unconfigured),
         ("no_transaction", h.feedback_without_transaction),
+        ("late", h.feedback_late),
     ] {
         feedback.get_or_create(&label("result", result)).inc_by(v);
     }

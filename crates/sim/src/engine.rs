@@ -270,6 +270,16 @@ impl Engine {
             Time::from_secs_f64(sc.warmup_s),
             Time::from_secs_f64(sc.duration_s),
             secs(sc.call.setup_deadline_s).as_nanos() as u64,
+            // A proxy may hold an INVITE it admitted until its Timer C fires and then wait
+            // 64·T1 for the CANCEL's answer before it gives up with 408.
+            (sc.se.timer_c().max(sc.re.timer_c())
+                + sc.se
+                    .sip
+                    .txn_config(1)
+                    .t1_x64()
+                    .max(sc.re.sip.txn_config(1).t1_x64())
+                + Duration::from_secs(1))
+            .as_nanos() as u64,
             sc.call.callee_sends_trying,
             sc.timeseries,
             sc.control_trace,

@@ -24,6 +24,10 @@ pub(crate) mod flag {
     pub const REJECTED_BY_SE: u16 = 1 << 7;
     pub const REJECTED_BY_RE: u16 = 1 << 8;
     pub const HUNG_UP: u16 = 1 << 9;
+    /// A provisional response to the INVITE reached the caller: a proxy admitted it.
+    pub const ADMITTED_AT_CALLER: u16 = 1 << 10;
+    /// A final response to the INVITE reached the caller.
+    pub const FINAL_AT_CALLER: u16 = 1 << 11;
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -91,6 +95,9 @@ pub(crate) struct Ledger {
     pub calls: Vec<CallRec>,
     window: (u64, u64),
     deadline_ns: u64,
+    /// How long after its start an admitted call must have had its final response: a
+    /// proxy's Timer C, 64·T1 for its CANCEL, and a second for the way back.
+    answer_within_ns: u64,
     needs_trying: bool,
     sources: usize,
     // Time series: per bin, per source.
@@ -128,6 +135,7 @@ impl Ledger {
         warmup: Time,
         duration: Time,
         deadline_ns: u64,
+        answer_within_ns: u64,
         needs_trying: bool,
         series: bool,
         trace: bool,
@@ -146,6 +154,7 @@ impl Ledger {
             calls: Vec::new(),
             window: (warmup.as_nanos(), duration.as_nanos()),
             deadline_ns,
+            answer_within_ns,
             needs_trying,
             sources,
             series,
@@ -441,6 +450,18 @@ impl Ledger {
         r.messages_simulated = self.messages;
         r.messages_lost = self.lost;
         r.refusals.malformed = self.malformed;
+        let answered = flag::ADMITTED_AT_CALLER | flag::FINAL_AT_CALLER;
+        for c in &self.calls {
+            if c.start.as_nanos() + self.answer_within_ns > end.as_nanos()
+                || c.flags & flag::ADMITTED_AT_CALLER == 0
+            {
+                continue;
+            }
+            r.admitted_checked += 1;
+            if c.flags & answered == flag::ADMITTED_AT_CALLER {
+                r.admitted_unanswered += 1;
+            }
+        }
         r.per_source = per;
         if self.series {
             let n = self.sources;

@@ -36,6 +36,13 @@ pub struct RunReport {
     pub calls_rejected: u64,
     /// The rest: timed out, lost a setup message, or too slow.
     pub calls_failed_other: u64,
+    /// Calls of the whole run (old enough for every proxy timer to have run out: Timer C
+    /// and 64·T1 after it) whose
+    /// INVITE a proxy admitted, a provisional response reaching the caller, but which
+    /// never got a final response. Every proxy must answer what it admits: this is 0.
+    pub admitted_unanswered: u64,
+    /// The admitted calls old enough to be checked for that.
+    pub admitted_checked: u64,
     /// First INVITE sent by the caller → first ACK received by the callee, over good calls.
     pub setup_delay_p50_ms: f64,
     pub setup_delay_p99_ms: f64,

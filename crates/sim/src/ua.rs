@@ -113,6 +113,14 @@ impl Tu for Caller {
                 let Some((call, status)) = invite_response(&response) else {
                     return;
                 };
+                cx.ledger.mark(
+                    call,
+                    if status < 200 {
+                        flag::ADMITTED_AT_CALLER
+                    } else {
+                        flag::FINAL_AT_CALLER
+                    },
+                );
                 match status {
                     180..=199 => {
                         cx.ledger.mark(call, flag::RINGING_AT_CALLER);

@@ -64,6 +64,22 @@ fn no_control_collapses_under_overload_with_retransmissions() {
 }
 
 #[test]
+fn every_admitted_invite_gets_a_final_response_in_collapse_and_under_control() {
+    // 300 s: the calls of the first 86 s are old enough for every proxy timer (Timer C,
+    // 181 s, and 64·T1 after it) to have run out.
+    for algorithm in [Algorithm::None, Algorithm::Threshold, Algorithm::RateAbs] {
+        let r = run(&scenario(algorithm, 3.0, 300.0, 10.0));
+        assert!(r.calls_offered > 10_000, "{algorithm}: {}", r.calls_offered);
+        assert!(
+            r.admitted_checked > 5_000,
+            "{algorithm}: {}",
+            r.admitted_checked
+        );
+        assert_eq!(r.admitted_unanswered, 0, "{algorithm}");
+    }
+}
+
+#[test]
 fn goodput_follows_load_below_capacity() {
     for algorithm in [Algorithm::None, Algorithm::RateAbs] {
         let r = run(&scenario(algorithm, 0.5, 60.0, 10.0));

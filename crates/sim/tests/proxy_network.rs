@@ -229,6 +229,14 @@ fn rate_abs_as_rfc7415_rate_or_rfc7339_loss_and_win_disc_as_sluicewin_hold_goodp
         );
         assert_eq!(re.dropped_queue_full, 0);
         assert!(se.hop.client.applied > 10);
-        assert_eq!(se.hop.feedback_ignored(), 0);
+        // Nothing forged or broken; only late copies (2xx retransmissions the RE stamped
+        // after the INVITE's transaction ended) are passed over.
+        assert_eq!(se.hop.feedback_without_transaction, 0, "{:?}", se.hop);
+        assert_eq!(
+            se.hop.feedback_ignored(),
+            se.hop.feedback_late,
+            "{:?}",
+            se.hop
+        );
     }
 }
