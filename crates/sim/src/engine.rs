@@ -267,8 +267,10 @@ impl Engine {
             .collect();
         let ledger = Ledger::new(
             n,
-            Time::from_secs_f64(sc.warmup_s),
-            Time::from_secs_f64(sc.duration_s),
+            (
+                Time::from_secs_f64(sc.warmup_s),
+                Time::from_secs_f64(sc.duration_s),
+            ),
             secs(sc.call.setup_deadline_s).as_nanos() as u64,
             // A proxy may hold an INVITE it admitted until its Timer C fires and then wait
             // 64·T1 for the CANCEL's answer before it gives up with 408.

@@ -132,8 +132,7 @@ pub(crate) struct Ledger {
 impl Ledger {
     pub fn new(
         sources: usize,
-        warmup: Time,
-        duration: Time,
+        (warmup, duration): (Time, Time),
         deadline_ns: u64,
         answer_within_ns: u64,
         needs_trying: bool,
