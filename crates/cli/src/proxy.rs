@@ -1,5 +1,6 @@
 //! `sluice proxy`: run the SIP proxy (see the `sluice-proxy` crate docs for the flag set).
 
+use std::io::Write as _;
 use std::net::SocketAddr;
 
 use clap::Args;
@@ -138,8 +139,12 @@ pub fn run(args: &ProxyArgs) -> Result<(), String> {
         let stop = proxy.shutdown_handle();
         tokio::spawn(async move {
             signals.wait().await;
-            eprintln!("sluice proxy: shutting down (new INVITEs get 503)");
             stop.shutdown();
+            // Not eprintln!: with standard error closed it would panic this task.
+            let _ = writeln!(
+                std::io::stderr(),
+                "sluice proxy: shutting down (new INVITEs get 503)"
+            );
         });
         proxy.run().await.map_err(|e| format!("proxy failed: {e}"))
     })?;

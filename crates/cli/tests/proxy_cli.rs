@@ -83,18 +83,13 @@ fn duration_ends_the_run_and_prints_a_report() {
     assert_eq!(report["datagrams_in"], 0);
 }
 
-#[test]
-fn sigterm_drains_and_exits_cleanly() {
+/// Starts `sluice proxy` on a free port with these extra arguments; returns the child,
+/// the address it reports listening on, and its standard error, which must stay open
+/// while it runs (a proxy whose stderr is closed cannot report its shutdown).
+fn spawn_proxy(args: &[&str]) -> (std::process::Child, String, impl BufRead) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_sluice"))
-        .args([
-            "proxy",
-            "--listen",
-            "127.0.0.1:0",
-            "--next-hop",
-            "127.0.0.1:9",
-            "--grace",
-            "10",
-        ])
+        .args(["proxy", "--listen", "127.0.0.1:0"])
+        .args(args)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -107,6 +102,21 @@ fn sigterm_drains_and_exits_cleanly() {
         .strip_prefix("sluice proxy: listening on udp ")
         .unwrap_or_else(|| panic!("{line}"))
         .to_owned();
+    (child, addr, stderr)
+}
+
+/// SIGTERM to a child process.
+fn terminate(child: &std::process::Child) {
+    let killed = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+}
+
+#[test]
+fn sigterm_drains_and_exits_cleanly() {
+    let (child, addr, _stderr) = spawn_proxy(&["--next-hop", "127.0.0.1:9", "--grace", "10"]);
     // An OPTIONS the proxy answers itself (400: no From), to show it is serving.
     let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
     sock.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
@@ -121,11 +131,7 @@ fn sigterm_drains_and_exits_cleanly() {
     assert!(buf[..n].starts_with(b"SIP/2.0 400 "));
 
     let started = Instant::now();
-    let killed = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(killed.success());
+    terminate(&child);
     let out = child.wait_with_output().unwrap();
     // Nothing was running, so the drain ends at once rather than after the 10 s grace.
     assert!(started.elapsed() < Duration::from_secs(5));
@@ -139,28 +145,7 @@ fn sigterm_with_calls_in_flight_answers_every_admitted_invite() {
     // A next hop that never answers: the calls are still open when the signal comes.
     let silent = UdpSocket::bind("127.0.0.1:0").unwrap();
     let next_hop = silent.local_addr().unwrap().to_string();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_sluice"))
-        .args([
-            "proxy",
-            "--listen",
-            "127.0.0.1:0",
-            "--next-hop",
-            &next_hop,
-            "--grace",
-            "0.5",
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stderr = BufReader::new(child.stderr.take().unwrap());
-    let mut line = String::new();
-    stderr.read_line(&mut line).unwrap();
-    let addr = line
-        .trim()
-        .strip_prefix("sluice proxy: listening on udp ")
-        .unwrap_or_else(|| panic!("{line}"))
-        .to_owned();
+    let (child, addr, _stderr) = spawn_proxy(&["--next-hop", &next_hop, "--grace", "0.5"]);
     let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
     let me = sock.local_addr().unwrap();
     sock.set_read_timeout(Some(Duration::from_millis(1500)))
@@ -180,11 +165,7 @@ fn sigterm_with_calls_in_flight_answers_every_admitted_invite() {
         statuses.push(String::from_utf8_lossy(&buf[n.min(8)..n.min(11)]).into_owned());
     }
     assert!(statuses.iter().all(|s| s == "100"), "{statuses:?}");
-    let killed = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(killed.success());
+    terminate(&child);
     let mut finals = Vec::new();
     while let Ok((n, _)) = sock.recv_from(&mut buf) {
         let status = String::from_utf8_lossy(&buf[n.min(8)..n.min(11)]).into_owned();
@@ -202,4 +183,24 @@ fn sigterm_with_calls_in_flight_answers_every_admitted_invite() {
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(report["generated"]["abandoned_at_shutdown"], 5);
     drop(silent);
+}
+
+#[test]
+fn sigterm_stops_a_proxy_whose_standard_error_was_closed() {
+    // A supervisor that stops reading standard error must not make SIGTERM a no-op.
+    let (mut child, _addr, stderr) = spawn_proxy(&["--next-hop", "127.0.0.1:9", "--grace", "1"]);
+    drop(stderr);
+    terminate(&child);
+    let started = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break Some(status);
+        }
+        if started.elapsed() > Duration::from_secs(5) {
+            let _ = child.kill();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(status.is_some_and(|s| s.success()), "{status:?}");
 }

@@ -4,13 +4,15 @@
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream, UdpSocket};
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use sluice_control::overload::OcAlgorithm;
 use sluice_load::shell::{bind_udp, run_uac, run_uas, Stop};
 use sluice_load::{SecondRow, UacConfig, UasConfig};
-use sluice_proxy::{HopRole, Proxy, ProxyConfig, ProxyReport, ShutdownHandle};
+use sluice_proxy::{HopRole, ProxyConfig};
+
+mod common;
+use common::Running;
 
 fn on(ip: [u8; 4]) -> SocketAddr {
     SocketAddr::from((ip, 0))
@@ -18,48 +20,6 @@ fn on(ip: [u8; 4]) -> SocketAddr {
 
 fn localhost0() -> SocketAddr {
     on([127, 0, 0, 1])
-}
-
-/// A proxy on its own thread: its address, stop handle, admin address and report.
-struct Running {
-    addr: SocketAddr,
-    admin: Option<SocketAddr>,
-    stop: ShutdownHandle,
-    thread: std::thread::JoinHandle<ProxyReport>,
-}
-
-impl Running {
-    fn start(config: ProxyConfig) -> Running {
-        let (tx, rx) = mpsc::channel();
-        let thread = std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .unwrap();
-            rt.block_on(async move {
-                let proxy = Proxy::bind(config).await.unwrap();
-                tx.send((
-                    proxy.local_addr(),
-                    proxy.admin_addr(),
-                    proxy.shutdown_handle(),
-                ))
-                .unwrap();
-                proxy.run().await.unwrap()
-            })
-        });
-        let (addr, admin, stop) = rx.recv().unwrap();
-        Running {
-            addr,
-            admin,
-            stop,
-            thread,
-        }
-    }
-
-    fn finish(self) -> ProxyReport {
-        self.stop.shutdown();
-        self.thread.join().unwrap()
-    }
 }
 
 fn config(next_hop: Option<SocketAddr>) -> ProxyConfig {

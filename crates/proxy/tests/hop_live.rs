@@ -5,13 +5,15 @@
 //! calls/s) and the margins coarse, so a debug build on a busy two-core machine passes.
 
 use std::net::SocketAddr;
-use std::sync::mpsc;
 use std::time::Duration;
 
 use sluice_control::overload::OcAlgorithm;
 use sluice_load::shell::{bind_udp, run_uac, run_uas, Stop};
 use sluice_load::{SecondRow, UacConfig, UasConfig};
-use sluice_proxy::{HopRole, Proxy, ProxyConfig, ProxyReport};
+use sluice_proxy::{HopRole, ProxyConfig, ProxyReport};
+
+mod common;
+use common::Running;
 
 /// 7 messages a call at 1430 us each: about 100 calls/s.
 const COST_US: f64 = 1430.0;
@@ -20,31 +22,6 @@ const SECONDS: u64 = 7;
 
 fn localhost0() -> SocketAddr {
     SocketAddr::from(([127, 0, 0, 1], 0))
-}
-
-/// Starts a proxy on its own thread; returns its address, its stop handle and its report.
-fn start_proxy(
-    config: ProxyConfig,
-) -> (
-    SocketAddr,
-    sluice_proxy::ShutdownHandle,
-    std::thread::JoinHandle<ProxyReport>,
-) {
-    let (tx, rx) = mpsc::channel();
-    let thread = std::thread::spawn(move || {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        rt.block_on(async move {
-            let proxy = Proxy::bind(config).await.unwrap();
-            tx.send((proxy.local_addr(), proxy.shutdown_handle()))
-                .unwrap();
-            proxy.run().await.unwrap()
-        })
-    });
-    let (addr, stop) = rx.recv().unwrap();
-    (addr, stop, thread)
 }
 
 /// Goodput (calls/s set up, seconds 4 to 7) at `rate` calls/s, with `control` = the RE's
@@ -83,9 +60,9 @@ fn live(rate: f64, control: Option<(&str, OcAlgorithm)>) -> (f64, ProxyReport, P
         se.overload.role = HopRole::Se;
         se.overload.client.algorithms = vec![offered];
     }
-    let (re_addr, re_stop, re_thread) = start_proxy(re);
-    se.next_hop = Some(re_addr);
-    let (_, se_stop, se_thread) = start_proxy(se);
+    let re = Running::start(re);
+    se.next_hop = Some(re.addr);
+    let se = Running::start(se);
     let mut uac = UacConfig::new(localhost0(), se_addr, rate);
     uac.duration = Some(Duration::from_secs(SECONDS));
     // Calls still open after the offered period do not count: do not wait for them long.
@@ -99,10 +76,8 @@ fn live(rate: f64, control: Option<(&str, OcAlgorithm)>) -> (f64, ProxyReport, P
         rows.push(*r);
     })
     .unwrap();
-    se_stop.shutdown();
-    re_stop.shutdown();
-    let se_report = se_thread.join().unwrap();
-    let re_report = re_thread.join().unwrap();
+    let se_report = se.finish();
+    let re_report = re.finish();
     flag.store(true, std::sync::atomic::Ordering::Relaxed);
     uas.join().unwrap().unwrap();
     let steady: Vec<_> = rows
