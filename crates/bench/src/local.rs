@@ -41,11 +41,10 @@ use sluice_control::Algorithm;
 use sluice_load::shell::{self, Stop};
 use sluice_load::{Hold, SecondRow, UacConfig};
 use sluice_proxy::{ProxyConfig, ProxyReport};
-use sluice_report::files::file_stem;
 
 use crate::config::{Caller, OverloadConfig};
 use crate::console::{say, Console};
-use crate::output::write_outputs;
+use crate::output::{write_outputs, written_line};
 use crate::point::{ms, native_beta, CallerRun, PointResult, Timing};
 use crate::process::{process_tree_cpu, start_command, start_sluice, start_uas, Running};
 use crate::proxy_config::{emulated_capacity, set_costs, OTHERS_FORWARDED, OTHERS_REJECTED};
@@ -578,11 +577,8 @@ pub fn bench(args: &OverloadConfig, console: &dyn Console) -> Result<(), String>
     write_outputs(&args.out, &name, &title, &points, Some(beta))?;
     say!(
         console,
-        "{} points in {:.0} s; {} written (summary.csv, points.jsonl, series.csv, {}.svg)",
-        points.len(),
-        started.elapsed().as_secs_f64(),
-        args.out.display(),
-        file_stem(&name)
+        "{}",
+        written_line(points.len(), started.elapsed(), &args.out, &name)
     );
     Ok(())
 }

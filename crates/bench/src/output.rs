@@ -12,6 +12,16 @@ use sluice_report::plot::{line_chart, Axes, Series};
 use crate::point::PointResult;
 use crate::proxy_config::TARGET_CPU;
 
+/// What a sweep says when its files are written.
+pub fn written_line(points: usize, elapsed: std::time::Duration, out: &Path, name: &str) -> String {
+    format!(
+        "{points} points in {:.0} s; {} written (summary.csv, points.jsonl, series.csv, {}.svg)",
+        elapsed.as_secs_f64(),
+        out.display(),
+        file_stem(name)
+    )
+}
+
 /// summary.csv (the columns of `sluice sim`, then live-only ones), points.jsonl,
 /// series.csv (per point, source and second, the caller's row: `sluice` or `sipp`, or in a
 /// topology each UAC's) and the goodput SVG.

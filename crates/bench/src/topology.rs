@@ -95,7 +95,7 @@ use sluice_control::{Algorithm, ControlConfig, Fairness};
 use sluice_load::shell;
 use sluice_load::{Counts, Hold, SecondRow, Spacing, UacConfig, UacSummary};
 use sluice_proxy::ProxyReport;
-use sluice_report::files::{csv_field, file_stem, write};
+use sluice_report::files::{csv_field, write};
 use sluice_report::plot::{line_chart, Axes, Series};
 use sluice_sim::experiment::{Experiment, Kind, Overrides};
 use sluice_sim::{ArrivalProcess, RunReport, Scenario, SourceConfig};
@@ -103,7 +103,7 @@ use sluice_sim::{ArrivalProcess, RunReport, Scenario, SourceConfig};
 use crate::config::{Caller, OverloadConfig, ALL_VARIANTS};
 use crate::console::{say, Console};
 use crate::dynamic::{self, Dynamic};
-use crate::output::write_outputs;
+use crate::output::{write_outputs, written_line};
 use crate::parallel::simulate;
 use crate::point::{max_opt, ms, PointResult, Timing};
 use crate::process::{load_average, start_sluice, start_sluice_on, start_uas, Running};
@@ -760,11 +760,8 @@ pub fn bench(args: &OverloadConfig, console: &dyn Console) -> Result<(), String>
     write_outputs(&args.out, &plan.name, &plan.title, &points, None)?;
     say!(
         console,
-        "{} points in {:.0} s; {} written (summary.csv, points.jsonl, series.csv, {}.svg)",
-        points.len(),
-        started.elapsed().as_secs_f64(),
-        args.out.display(),
-        file_stem(&plan.name)
+        "{}",
+        written_line(points.len(), started.elapsed(), &args.out, &plan.name)
     );
     if let Some(d) = &plan.dynamic {
         let runs: Vec<(&PointResult, Fairness)> = points

@@ -7,12 +7,12 @@ use std::net::{SocketAddr, TcpStream, UdpSocket};
 use std::time::{Duration, Instant};
 
 use sluice_control::overload::OcAlgorithm;
-use sluice_load::shell::{bind_udp, run_uac, run_uas, Stop};
-use sluice_load::{SecondRow, UacConfig, UasConfig};
+use sluice_load::shell::{bind_udp, run_uac, Stop};
+use sluice_load::{SecondRow, UacConfig};
 use sluice_proxy::{HopRole, ProxyConfig};
 
 mod common;
-use common::Running;
+use common::{Running, Uas};
 
 fn on(ip: [u8; 4]) -> SocketAddr {
     SocketAddr::from((ip, 0))
@@ -293,14 +293,8 @@ fn a_request_whose_body_is_shorter_than_its_content_length_gets_400() {
 #[test]
 fn a_flood_of_new_requests_at_10x_leaves_real_calls_at_0_9_and_their_byes_are_never_refused() {
     const CAPACITY: f64 = 100.0;
-    let uas_socket = bind_udp(localhost0()).unwrap();
-    let uas_addr = uas_socket.local_addr().unwrap();
-    let uas_stop = Stop {
-        flag: Some(std::sync::Arc::default()),
-        ..Stop::default()
-    };
-    let flag = uas_stop.flag.clone().unwrap();
-    let uas = std::thread::spawn(move || run_uas(uas_socket, UasConfig::new(uas_addr), &uas_stop));
+    let uas = Uas::start_on(localhost0());
+    let uas_addr = uas.addr;
     let mut cfg = config(Some(uas_addr));
     // 7 messages a call at 1430 us each: about 100 calls/s.
     cfg.cost_forward_us = 1430.0;
@@ -355,8 +349,7 @@ fn a_flood_of_new_requests_at_10x_leaves_real_calls_at_0_9_and_their_byes_are_ne
     flooding.store(false, std::sync::atomic::Ordering::Relaxed);
     let flooded = flood.join().unwrap();
     let report = proxy.finish();
-    flag.store(true, std::sync::atomic::Ordering::Relaxed);
-    uas.join().unwrap().unwrap();
+    uas.finish();
     let offered: u64 = rows.iter().map(|r| r.counts.offered).sum();
     let good: u64 = rows.iter().map(|r| r.counts.successful).sum();
     eprintln!(

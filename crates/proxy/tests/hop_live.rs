@@ -8,12 +8,12 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use sluice_control::overload::OcAlgorithm;
-use sluice_load::shell::{bind_udp, run_uac, run_uas, Stop};
-use sluice_load::{SecondRow, UacConfig, UasConfig};
+use sluice_load::shell::{bind_udp, run_uac, Stop};
+use sluice_load::{SecondRow, UacConfig};
 use sluice_proxy::{HopRole, ProxyConfig, ProxyReport};
 
 mod common;
-use common::Running;
+use common::{Running, Uas};
 
 /// 7 messages a call at 1430 us each: about 100 calls/s.
 const COST_US: f64 = 1430.0;
@@ -27,14 +27,8 @@ fn localhost0() -> SocketAddr {
 /// Goodput (calls/s set up, seconds 4 to 7) at `rate` calls/s, with `control` = the RE's
 /// algorithm and the SE's offered `oc-algo`, or no hop-by-hop control; and both reports.
 fn live(rate: f64, control: Option<(&str, OcAlgorithm)>) -> (f64, ProxyReport, ProxyReport) {
-    let uas_socket = bind_udp(localhost0()).unwrap();
-    let uas_addr = uas_socket.local_addr().unwrap();
-    let uas_stop = Stop {
-        flag: Some(std::sync::Arc::default()),
-        ..Stop::default()
-    };
-    let flag = uas_stop.flag.clone().unwrap();
-    let uas = std::thread::spawn(move || run_uas(uas_socket, UasConfig::new(uas_addr), &uas_stop));
+    let uas = Uas::start_on(localhost0());
+    let uas_addr = uas.addr;
     // The RE must know the SE's address before the SE exists: reserve a free port.
     let se_addr = std::net::UdpSocket::bind(localhost0())
         .unwrap()
@@ -78,8 +72,7 @@ fn live(rate: f64, control: Option<(&str, OcAlgorithm)>) -> (f64, ProxyReport, P
     .unwrap();
     let se_report = se.finish();
     let re_report = re.finish();
-    flag.store(true, std::sync::atomic::Ordering::Relaxed);
-    uas.join().unwrap().unwrap();
+    uas.finish();
     let steady: Vec<_> = rows
         .iter()
         .filter(|r| (4..=SECONDS).contains(&r.second))

@@ -8,17 +8,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use sluice_proxy::{Proxy, ProxyConfig, ProxyReport, ShutdownHandle};
+use sluice_proxy::ProxyConfig;
 
-/// Whether an external tool is installed.
-fn have(tool: &str) -> bool {
-    Command::new(tool)
-        .arg("-v")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok()
-}
+mod common;
+use common::{have, Running};
 
 const CALLS: u32 = 3000;
 const RATE: u32 = 500;
@@ -35,41 +28,6 @@ fn scenario(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../../tests/sipp")
         .join(name)
-}
-
-struct Running {
-    addr: SocketAddr,
-    admin: SocketAddr,
-    stop: ShutdownHandle,
-    thread: std::thread::JoinHandle<std::io::Result<ProxyReport>>,
-}
-
-/// Starts the proxy in process on its own current-thread runtime (as `sluice proxy` runs it).
-fn start_proxy(config: ProxyConfig) -> Running {
-    let (tx, rx) = std::sync::mpsc::channel();
-    let thread = std::thread::spawn(move || {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        rt.block_on(async move {
-            let proxy = Proxy::bind(config).await?;
-            tx.send((
-                proxy.local_addr(),
-                proxy.admin_addr().unwrap(),
-                proxy.shutdown_handle(),
-            ))
-            .unwrap();
-            proxy.run().await
-        })
-    });
-    let (addr, admin, stop) = rx.recv().expect("proxy started");
-    Running {
-        addr,
-        admin,
-        stop,
-        thread,
-    }
 }
 
 fn http_get(addr: SocketAddr, path: &str) -> String {
@@ -152,7 +110,7 @@ fn sipp_calls_through_the_proxy_complete_with_garbage_mixed_in() {
     std::fs::create_dir_all(&dir).unwrap();
     let uas_port = free_udp_port();
     let uac_port = free_udp_port();
-    let proxy = start_proxy(ProxyConfig {
+    let proxy = Running::start(ProxyConfig {
         listen: "127.0.0.1:0".parse().unwrap(),
         next_hop: Some(SocketAddr::from(([127, 0, 0, 1], uas_port))),
         admin: Some("127.0.0.1:0".parse().unwrap()),
@@ -203,10 +161,10 @@ fn sipp_calls_through_the_proxy_complete_with_garbage_mixed_in() {
     let errors = std::fs::read_to_string(dir.join("uac-errors.log")).unwrap_or_default()
         + &std::fs::read_to_string(dir.join("uas-errors.log")).unwrap_or_default();
 
-    let status_json = http_get(proxy.admin, "/status");
-    let metrics = http_get(proxy.admin, "/metrics");
-    proxy.stop.shutdown();
-    let report = proxy.thread.join().unwrap().unwrap();
+    let admin = proxy.admin.expect("admin endpoint configured");
+    let status_json = http_get(admin, "/status");
+    let metrics = http_get(admin, "/metrics");
+    let report = proxy.finish();
     let _ = std::fs::remove_dir_all(&dir);
 
     assert!(

@@ -2,9 +2,50 @@
 #![allow(dead_code)]
 
 use std::net::SocketAddr;
-use std::sync::mpsc;
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc};
 
+use sluice_load::shell::{bind_udp, run_uas, Stop};
+use sluice_load::UasConfig;
 use sluice_proxy::{Proxy, ProxyConfig, ProxyReport, ShutdownHandle};
+
+/// Whether an external tool (sipp, promtool) is installed.
+pub fn have(tool: &str) -> bool {
+    Command::new(tool)
+        .arg("-v")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok()
+}
+
+/// sluice's UAS on its own thread, answering every INVITE with 200.
+pub struct Uas {
+    pub addr: SocketAddr,
+    stop: Arc<AtomicBool>,
+    thread: std::thread::JoinHandle<std::io::Result<()>>,
+}
+
+impl Uas {
+    pub fn start_on(at: SocketAddr) -> Uas {
+        let socket = bind_udp(at).unwrap();
+        let addr = socket.local_addr().unwrap();
+        let stop = Arc::<AtomicBool>::default();
+        let flag = Stop {
+            flag: Some(stop.clone()),
+            ..Stop::default()
+        };
+        let thread =
+            std::thread::spawn(move || run_uas(socket, UasConfig::new(addr), &flag).map(|_| ()));
+        Uas { addr, stop, thread }
+    }
+
+    pub fn finish(self) {
+        self.stop.store(true, Ordering::Relaxed);
+        self.thread.join().unwrap().unwrap();
+    }
+}
 
 /// A proxy on its own thread: its address, stop handle, admin address and report.
 pub struct Running {
