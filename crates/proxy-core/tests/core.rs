@@ -1058,3 +1058,28 @@ fn records_report_queue_processor_and_each_message_and_marks_carry_to_relays() {
     assert_eq!(relayed.len(), 1);
     assert!(relayed[0].retransmission && relayed[0].origin.is_none());
 }
+
+/// A request at the header limit (256) would leave with a Via and a Record-Route more than
+/// any SIP parser of sluice's reads: the proxy answers 500 and counts it instead of sending
+/// what the next hop must drop.
+#[test]
+fn a_request_the_proxy_would_forward_past_the_header_limit_gets_500() {
+    let mut core = core_with(&config());
+    let base = invite("full", 70);
+    let (head, tail) = base.split_at(base.find("Content-Length").unwrap());
+    let fillers = 256 - Message::parse(Bytes::from(base.clone())).unwrap().headers().count();
+    let padded = format!("{head}{}{tail}", "X-Pad: 1\r\n".repeat(fillers));
+    assert_eq!(
+        Message::parse(Bytes::from(padded.clone())).unwrap().headers().count(),
+        256
+    );
+    let out = step(&mut core, Time::ZERO, padded.as_bytes(), UAC);
+    assert!(only_to(&out, UAS).is_empty(), "nothing forwarded");
+    let answers = only_to(&out, UAC);
+    assert!(
+        answers.iter().any(|t| text(t).starts_with("SIP/2.0 500")),
+        "{:?}",
+        answers.iter().map(|t| text(t)).collect::<Vec<_>>()
+    );
+    assert_eq!(core.stats(Time::ZERO).invalid, 1);
+}
