@@ -18,14 +18,17 @@ proptest! {
     }
 }
 
-/// Scripts that reach the interesting states by construction, so that the smoke run is
-/// not left to chance: calls that complete, forged feedback, floods, silence.
+/// The committed corpus: scripts written to reach the interesting states (calls that
+/// complete, forged feedback, floods, silence; named after them) and the fuzzer's
+/// minimised corpus, so that the smoke run is not left to chance.
 #[test]
 fn the_corpus_scripts_break_no_invariant() {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/seeds/core");
     let mut total = sluice_proxy_core::CoreStats::default();
     let mut retransmissions = 0;
+    let mut scripts = 0;
     for entry in std::fs::read_dir(&dir).unwrap() {
+        scripts += 1;
         let bytes = std::fs::read(entry.unwrap().path()).unwrap();
         let s = drive::run(&bytes).unwrap();
         total.forwarded_requests += s.forwarded_requests;
@@ -39,6 +42,7 @@ fn the_corpus_scripts_break_no_invariant() {
         total.loops += s.loops;
         retransmissions += s.retransmissions_seen();
     }
+    assert!(scripts >= 100, "{} holds {scripts} scripts", dir.display());
     // The scripts reach what they are named after: calls, feedback, floods, forgeries.
     let t = &total;
     for (what, n) in [
