@@ -1067,10 +1067,17 @@ fn a_request_the_proxy_would_forward_past_the_header_limit_gets_500() {
     let mut core = core_with(&config());
     let base = invite("full", 70);
     let (head, tail) = base.split_at(base.find("Content-Length").unwrap());
-    let fillers = 256 - Message::parse(Bytes::from(base.clone())).unwrap().headers().count();
+    let fillers = 256
+        - Message::parse(Bytes::from(base.clone()))
+            .unwrap()
+            .headers()
+            .count();
     let padded = format!("{head}{}{tail}", "X-Pad: 1\r\n".repeat(fillers));
     assert_eq!(
-        Message::parse(Bytes::from(padded.clone())).unwrap().headers().count(),
+        Message::parse(Bytes::from(padded.clone()))
+            .unwrap()
+            .headers()
+            .count(),
         256
     );
     let out = step(&mut core, Time::ZERO, padded.as_bytes(), UAC);

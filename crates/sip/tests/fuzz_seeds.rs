@@ -6,7 +6,9 @@ mod fuzz_bodies;
 use std::path::Path;
 
 fn replay(target: &str, check: fn(&[u8])) {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/seeds").join(target);
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../fuzz/seeds")
+        .join(target);
     let mut inputs = 0;
     for entry in std::fs::read_dir(&dir).unwrap() {
         check(&std::fs::read(entry.unwrap().path()).unwrap());

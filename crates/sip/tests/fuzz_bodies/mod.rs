@@ -15,7 +15,13 @@ pub fn parse(data: &[u8]) {
     };
     let _ = msg.validate();
     for via in msg.vias().flatten() {
-        let _ = (via.oc(), via.oc_seq(), via.oc_validity(), via.oc_algo(), via.rport());
+        let _ = (
+            via.oc(),
+            via.oc_seq(),
+            via.oc_validity(),
+            via.oc_algo(),
+            via.rport(),
+        );
     }
     if msg.is_request() {
         let out = edit::forward_request(
@@ -42,7 +48,10 @@ pub fn parse(data: &[u8]) {
                 _ => panic!("forwarded request does not re-parse: {e:?}"),
             },
         }
-        let _ = edit::response_to(&msg, 503).to_tag("t").retry_after(1).build();
+        let _ = edit::response_to(&msg, 503)
+            .to_tag("t")
+            .retry_after(1)
+            .build();
         let _ = edit::cancel_for(&msg);
     } else {
         let _ = edit::forward_response(
