@@ -55,10 +55,12 @@ label = "rate-abs"
 scenario = { re = { control = { algorithm = "rate-abs" } } }
 "#;
 
-fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("sluice-shards-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    dir
+/// A test's own folder, removed when the guard drops.
+fn scratch_root() -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix("sluice-shards-")
+        .tempdir()
+        .unwrap()
 }
 
 /// Every file under `dir`, by relative path.
@@ -80,14 +82,14 @@ fn files(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
 }
 
 /// Runs `text` whole and in three shards; returns the whole output's folder and the shards'.
-fn whole_and_shards(text: &str, tag: &str) -> (PathBuf, Vec<PathBuf>) {
+fn whole_and_shards(root: &Path, text: &str, tag: &str) -> (PathBuf, Vec<PathBuf>) {
     let overrides = Overrides::default();
     let e = Experiment::from_toml(text, &overrides).unwrap();
-    let whole = scratch(&format!("{tag}-whole"));
+    let whole = root.join(format!("{tag}-whole"));
     run_all(&e, 2, &whole, &Quiet).unwrap();
     let shards: Vec<PathBuf> = (1..=3)
         .map(|i| {
-            let dir = scratch(&format!("{tag}-shard{i}"));
+            let dir = root.join(format!("{tag}-shard{i}"));
             let runs = run_shard(
                 &e,
                 text,
@@ -108,12 +110,12 @@ fn whole_and_shards(text: &str, tag: &str) -> (PathBuf, Vec<PathBuf>) {
     (whole, shards)
 }
 
-fn assert_merge_equals(whole: &Path, shards: &[PathBuf], tag: &str) {
+fn assert_merge_equals(root: &Path, whole: &Path, shards: &[PathBuf], tag: &str) {
     // In any order.
     let mut given = shards.to_vec();
     given.reverse();
     let merged = merge(&given).unwrap();
-    let out = scratch(&format!("{tag}-merged"));
+    let out = root.join(format!("{tag}-merged"));
     write_all(&out, &merged.experiment, &merged.reports).unwrap();
     let (a, b) = (files(whole), files(&out));
     assert_eq!(
@@ -128,9 +130,10 @@ fn assert_merge_equals(whole: &Path, shards: &[PathBuf], tag: &str) {
 
 #[test]
 fn three_shards_merged_are_the_unsharded_sweep_byte_for_byte() {
-    let (whole, shards) = whole_and_shards(SWEEP, "sweep");
+    let root = scratch_root();
+    let (whole, shards) = whole_and_shards(root.path(), SWEEP, "sweep");
     assert!(files(&whole).len() >= 5, "summary, runs and three plots");
-    assert_merge_equals(&whole, &shards, "sweep");
+    assert_merge_equals(root.path(), &whole, &shards, "sweep");
 
     // A missing shard is named.
     let err = merge(&[shards[0].clone(), shards[2].clone()]).unwrap_err();
@@ -139,7 +142,7 @@ fn three_shards_merged_are_the_unsharded_sweep_byte_for_byte() {
     let err = merge(&[shards[0].clone(), shards[1].clone(), shards[1].clone()]).unwrap_err();
     assert!(err.contains("shard 2/3 given twice"), "{err}");
     // Shards of another experiment (here: other overrides) do not mix.
-    let other = scratch("sweep-other");
+    let other = root.path().join("sweep-other");
     let overrides = Overrides {
         duration_s: Some(6.0),
         ..Overrides::default()
@@ -159,7 +162,7 @@ fn three_shards_merged_are_the_unsharded_sweep_byte_for_byte() {
     assert!(err.contains("different overrides"), "{err}");
     let text = SWEEP.replace("seeds = [7]", "seeds = [8]");
     let e = Experiment::from_toml(&text, &Overrides::default()).unwrap();
-    let changed = scratch("sweep-changed");
+    let changed = root.path().join("sweep-changed");
     run_shard(
         &e,
         &text,
@@ -179,12 +182,13 @@ fn three_shards_merged_are_the_unsharded_sweep_byte_for_byte() {
 
 #[test]
 fn a_dynamic_experiments_shards_merge_into_its_time_series_and_plots() {
-    let (whole, shards) = whole_and_shards(DYNAMIC, "dynamic");
+    let root = scratch_root();
+    let (whole, shards) = whole_and_shards(root.path(), DYNAMIC, "dynamic");
     let names = files(&whole);
     assert!(
         names.keys().any(|p| p.starts_with("timeseries")),
         "{:?}",
         names.keys()
     );
-    assert_merge_equals(&whole, &shards, "dynamic");
+    assert_merge_equals(root.path(), &whole, &shards, "dynamic");
 }

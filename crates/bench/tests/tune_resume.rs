@@ -2,7 +2,7 @@
 //! through ends, file for file.
 
 use std::ops::ControlFlow;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use sluice_bench::console::Quiet;
 use sluice_bench::tuning::{tune, Tuned, Tuning};
@@ -28,11 +28,12 @@ keep_best = 1
 theta0 = [3.0, 9.0, 18.0, 120.0]
 "#;
 
-fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("sluice-tune-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+/// A folder of its own, removed when the returned guard drops.
+fn scratch(name: &str) -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix(&format!("sluice-tune-{name}-"))
+        .tempdir()
+        .unwrap()
 }
 
 fn read(dir: &Path, name: &str) -> String {
@@ -64,13 +65,15 @@ fn run(
 #[test]
 fn an_interrupted_run_resumed_ends_as_one_run_straight_through() {
     let e = TuningExperiment::from_toml(FILE).unwrap();
-    let straight = scratch("straight");
+    let straight_guard = scratch("straight");
+    let straight = straight_guard.path().to_path_buf();
     let Tuned::Finished(done) = run(&e, &straight, false, None).unwrap() else {
         panic!("not stopped");
     };
     assert_eq!(done.result.trajectory.len(), 5);
 
-    let split = scratch("split");
+    let split_guard = scratch("split");
+    let split = split_guard.path().to_path_buf();
     assert!(matches!(
         run(&e, &split, false, Some(2)).unwrap(),
         Tuned::Stopped(2)
@@ -91,7 +94,8 @@ fn an_interrupted_run_resumed_ends_as_one_run_straight_through() {
 #[test]
 fn a_resume_needs_the_same_settings_and_a_state() {
     let e = TuningExperiment::from_toml(FILE).unwrap();
-    let dir = scratch("settings");
+    let dir_guard = scratch("settings");
+    let dir = dir_guard.path().to_path_buf();
     let err = run(&e, &dir, true, None).unwrap_err();
     assert!(err.contains("nothing to resume"), "{err}");
     assert!(matches!(

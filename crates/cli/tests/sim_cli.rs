@@ -32,16 +32,18 @@ fn sluice(args: &[&str]) -> (i32, String, String) {
     )
 }
 
-fn scratch(name: &str) -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!("sluice-cli-test-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+/// A folder of its own, removed when the returned guard drops.
+fn scratch(name: &str) -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix(&format!("sluice-cli-test-{name}-"))
+        .tempdir()
+        .unwrap()
 }
 
 #[test]
 fn a_run_writes_summary_runs_and_plots_identically_for_a_seed() {
-    let dir = scratch("runs");
+    let dir_guard = scratch("runs");
+    let dir = dir_guard.path().to_path_buf();
     let file = dir.join("exp.toml");
     std::fs::write(&file, EXPERIMENT).unwrap();
     let mut summaries = Vec::new();
@@ -104,7 +106,8 @@ fn bad_experiments_fail_with_one_clear_line() {
     let (code, _, stderr) = sluice(&["sim", "no-such-experiment"]);
     assert_eq!(code, 1);
     assert!(stderr.contains("not a built-in experiment"), "{stderr}");
-    let dir = scratch("bad");
+    let dir_guard = scratch("bad");
+    let dir = dir_guard.path().to_path_buf();
     let file = dir.join("bad.toml");
     std::fs::write(
         &file,

@@ -1,7 +1,7 @@
 //! The simulator's output folder for tiny experiments: which files, what is in them, and the
 //! same bytes for the same reports.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use sluice_report::experiment::write_all;
 use sluice_sim::experiment::{Experiment, Overrides};
@@ -47,10 +47,12 @@ label = "rate-abs"
 scenario = { re = { control = { algorithm = "rate-abs" } } }
 "#;
 
-fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("sluice-report-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    dir
+/// A folder of its own, removed when the returned guard drops.
+fn scratch(name: &str) -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix(&format!("sluice-report-{name}-"))
+        .tempdir()
+        .unwrap()
 }
 
 fn run(text: &str) -> (Experiment, Vec<RunReport>) {
@@ -70,7 +72,8 @@ fn read(dir: &Path, name: &str) -> String {
 #[test]
 fn a_sweep_writes_one_row_and_one_json_line_per_run_and_three_plots() {
     let (e, reports) = run(SWEEP);
-    let a = scratch("sweep-a");
+    let a_guard = scratch("sweep-a");
+    let a = a_guard.path().to_path_buf();
     write_all(&a, &e, &reports).unwrap();
     let summary = read(&a, "summary.csv");
     let rows: Vec<&str> = summary.lines().collect();
@@ -102,7 +105,8 @@ fn a_sweep_writes_one_row_and_one_json_line_per_run_and_three_plots() {
     }
     assert!(!a.join("timeseries").exists(), "a sweep has no time series");
     // The same reports again: the same bytes.
-    let b = scratch("sweep-b");
+    let b_guard = scratch("sweep-b");
+    let b = b_guard.path().to_path_buf();
     write_all(&b, &e, &reports).unwrap();
     for f in ["summary.csv", "runs.jsonl", "report-sweep.svg"] {
         assert_eq!(read(&a, f), read(&b, f), "{f}");
@@ -113,7 +117,8 @@ fn a_sweep_writes_one_row_and_one_json_line_per_run_and_three_plots() {
 #[test]
 fn a_dynamic_run_writes_its_time_series_and_per_run_plots() {
     let (e, reports) = run(DYNAMIC);
-    let dir = scratch("dynamic");
+    let dir_guard = scratch("dynamic");
+    let dir = dir_guard.path().to_path_buf();
     write_all(&dir, &e, &reports).unwrap();
     let csv = read(&dir, "timeseries/rate-abs-seed1.csv");
     let mut lines = csv.lines();
