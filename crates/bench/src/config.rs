@@ -56,6 +56,13 @@ pub struct OverloadConfig {
     pub time_scale: f64,
     /// Topology with an experiment: simulated seconds per point of the comparison.
     pub sim_duration: Option<f64>,
+    /// Topology: one-way delay of every hop, milliseconds, both directions (`None`: the
+    /// experiment's `[link]`, or none). The simulator's links get it too.
+    pub link_delay_ms: Option<f64>,
+    /// Topology: loss probability of every hop, both directions, as `link_delay_ms`.
+    pub link_loss: Option<f64>,
+    /// Topology: jitter of every live hop, milliseconds (the simulator has none).
+    pub link_jitter_ms: f64,
 }
 
 impl Default for OverloadConfig {
@@ -81,6 +88,9 @@ impl Default for OverloadConfig {
             se_rate_tau_ms: None,
             time_scale: 1.0,
             sim_duration: None,
+            link_delay_ms: None,
+            link_loss: None,
+            link_jitter_ms: 0.0,
         }
     }
 }

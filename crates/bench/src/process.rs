@@ -242,13 +242,26 @@ pub fn start_uas(duration: f64) -> Result<(SocketAddr, Arc<AtomicBool>, UasThrea
     let socket =
         shell::bind_udp(SocketAddr::from(([127, 0, 0, 1], 0))).map_err(|e| e.to_string())?;
     let addr = socket.local_addr().map_err(|e| e.to_string())?;
+    let (flag, thread) = start_uas_on(socket, None, duration)?;
+    Ok((addr, flag, thread))
+}
+
+/// [`start_uas`] on a bound socket, with `contact` in its Contact if given (the relay in
+/// front of it, so that in-dialog requests cross the relay too).
+pub fn start_uas_on(
+    socket: std::net::UdpSocket,
+    contact: Option<SocketAddr>,
+    duration: f64,
+) -> Result<(Arc<AtomicBool>, UasThread), String> {
+    let mut cfg = UasConfig::new(socket.local_addr().map_err(|e| e.to_string())?);
+    cfg.contact = contact;
     let flag = Arc::new(AtomicBool::new(false));
     let stop = Stop {
         after: Some(Duration::from_secs_f64(duration + 120.0)),
         flag: Some(flag.clone()),
     };
-    let thread = std::thread::spawn(move || shell::run_uas(socket, UasConfig::new(addr), &stop));
-    Ok((addr, flag, thread))
+    let thread = std::thread::spawn(move || shell::run_uas(socket, cfg, &stop));
+    Ok((flag, thread))
 }
 
 #[cfg(test)]

@@ -83,6 +83,12 @@
 //! win-disc at 10x (0.896 against 0.956).
 //!
 //! The comparison counts live calls by the paper's rule (`w/180`), as the simulator does.
+//!
+//! Links: with `--link-delay-ms`, `--link-loss` or `--link-jitter-ms`, or an experiment
+//! whose `[link]` impairs, a `sluice-impair` relay sits on every hop (see `Wiring` for
+//! which address each node names so that every message crosses it both ways); the flags
+//! set the simulator's links too (jitter is live only). Each point prints what the relays
+//! delivered, lost and reordered.
 
 use std::fmt::Write as _;
 use std::net::SocketAddr;
@@ -92,6 +98,9 @@ use std::time::{Duration, Instant};
 
 use sluice_control::overload::OcAlgorithm;
 use sluice_control::{Algorithm, ControlConfig, Fairness};
+use sluice_impair::{
+    stream_seed, ImpairConfig, RelayConfig, RelayStats, RelayThread, DEFAULT_MAX_CLIENTS,
+};
 use sluice_load::shell;
 use sluice_load::{Counts, Hold, SecondRow, Spacing, UacConfig, UacSummary};
 use sluice_proxy::ProxyReport;
@@ -106,7 +115,7 @@ use crate::dynamic::{self, Dynamic};
 use crate::output::{write_outputs, written_line};
 use crate::parallel::simulate;
 use crate::point::{max_opt, ms, PointResult, Timing};
-use crate::process::{load_average, start_sluice, start_sluice_on, start_uas, Running};
+use crate::process::{load_average, start_sluice_on, start_uas_on, Running};
 use crate::proxy_config::emulated_capacity;
 
 /// The variants a topology sweep runs by default: no feedback, and Shen et al.'s
@@ -291,6 +300,20 @@ fn plan(args: &OverloadConfig) -> Result<Plan, String> {
             client.rate_tau_priority = client.rate_tau_priority.max(tau);
         }
     }
+    // The links of every hop, live and simulated alike (the simulator has no jitter).
+    for v in &mut plan.variants {
+        let link = &mut v.scenario.link;
+        if let Some(d) = args.link_delay_ms {
+            link.delay_ms = d;
+            link.backward_delay_ms = None;
+        }
+        if let Some(l) = args.link_loss {
+            link.loss = l;
+            link.backward_loss = None;
+        }
+        link_impairments(&v.scenario, args.link_jitter_ms)
+            .map_err(|e| format!("{}: {e}", v.label))?;
+    }
     Ok(plan)
 }
 
@@ -423,36 +446,183 @@ impl Proxies {
     }
 }
 
-/// Starts the RE (next hop the UAS) and one SE per source (next hop the RE).
-fn start_proxies(
-    v: &HopVariant,
-    sources: usize,
-    uas: SocketAddr,
-    budget: f64,
-) -> Result<Proxies, String> {
-    // The RE must know the SEs' addresses before they exist: reserve free ports (held
-    // together so they differ), release them, and let the SEs bind them.
-    let reserved: Vec<std::net::UdpSocket> = (0..sources)
-        .map(|_| std::net::UdpSocket::bind("127.0.0.1:0"))
-        .collect::<Result<_, _>>()
-        .map_err(|e| e.to_string())?;
-    let se_addrs: Vec<SocketAddr> = reserved
-        .iter()
-        .map(std::net::UdpSocket::local_addr)
-        .collect::<Result<_, _>>()
-        .map_err(|e| e.to_string())?;
-    drop(reserved);
+/// The links of a variant's live points: the scenario's `[link]` on every hop, each
+/// direction with its own delay and loss, plus `jitter_ms`, seeded by the scenario (each
+/// relay mixes in its hop); `None` when they impair nothing.
+fn link_impairments(
+    sc: &Scenario,
+    jitter_ms: f64,
+) -> Result<Option<(ImpairConfig, ImpairConfig)>, String> {
+    let l = &sc.link;
+    let forward = ImpairConfig {
+        delay_ms: l.delay_ms,
+        jitter_ms,
+        loss: l.loss,
+        seed: sc.seed,
+        ..ImpairConfig::default()
+    };
+    let backward = ImpairConfig {
+        delay_ms: l.backward_delay_ms.unwrap_or(l.delay_ms),
+        loss: l.backward_loss.unwrap_or(l.loss),
+        ..forward
+    };
+    forward.validate().map_err(|e| format!("link: {e}"))?;
+    backward
+        .validate()
+        .map_err(|e| format!("link backward: {e}"))?;
+    Ok((!(forward.is_transparent() && backward.is_transparent())).then_some((forward, backward)))
+}
+
+/// "10 ms ± 2 ms, 0.5 % loss" for each direction that differs.
+fn describe_links(forward: &ImpairConfig, backward: &ImpairConfig) -> String {
+    let one = |c: &ImpairConfig| {
+        let jitter = if c.jitter_ms > 0.0 {
+            format!(" ± {} ms", c.jitter_ms)
+        } else {
+            String::new()
+        };
+        format!("{} ms{jitter}, {} % loss", c.delay_ms, c.loss * 100.0)
+    };
+    if (forward.delay_ms, forward.loss) == (backward.delay_ms, backward.loss) {
+        format!("{} each way", one(forward))
+    } else {
+        format!("{} forward, {} backward", one(forward), one(backward))
+    }
+}
+
+/// Where a point's nodes are and what each sends to. With perfect links every node sends
+/// straight to the next. With impaired ones a relay sits on every hop:
+///
+/// ```text
+/// UAC i -> relay i -> SE i -> relay (shared) -> RE -> relay -> UAS
+/// ```
+///
+/// The proxies answer a request at its source and the shared relay gives each SE a socket
+/// of its own (as a NAT would), so both directions of every hop cross its relay when
+///
+/// * the SEs' next hop is the shared relay, and the RE's overload neighbours are the SEs'
+///   sockets on it (their addresses as the RE sees them);
+/// * the RE advertises (Via, Record-Route) the shared relay, so the SEs' ACKs and BYEs,
+///   routed by Record-Route, cross it; each SE advertises its own socket on that relay, so
+///   what the RE sends along the Via (2xx retransmissions after its transaction ended)
+///   crosses it too;
+/// * the RE's next hop and the UAS's Contact are the UAS's relay;
+/// * each UAC sends everything to its SE's relay.
+struct Wiring {
+    re: SocketAddr,
+    ses: Vec<SocketAddr>,
+    /// Where the RE sends: the UAS, or its relay.
+    uas_front: SocketAddr,
+    /// Where the SEs send, and what the RE advertises if that is not its own address.
+    re_front: SocketAddr,
+    re_advertise: Option<String>,
+    /// Each SE as the RE sees it, and what it advertises.
+    ses_seen: Vec<SocketAddr>,
+    ses_advertise: Vec<Option<String>>,
+    /// Where each UAC sends.
+    ses_front: Vec<SocketAddr>,
+    relays: Option<RelayThread>,
+}
+
+impl Wiring {
+    fn new(
+        v: &HopVariant,
+        sources: usize,
+        uas: SocketAddr,
+        jitter_ms: f64,
+        budget: f64,
+    ) -> Result<Wiring, String> {
+        // The RE must know the SEs' addresses, and with links the relays the RE's, before
+        // they exist: reserve free ports (held together so they differ), release them, and
+        // let the proxies bind them.
+        let reserved: Vec<std::net::UdpSocket> = (0..=sources)
+            .map(|_| std::net::UdpSocket::bind("127.0.0.1:0"))
+            .collect::<Result<_, _>>()
+            .map_err(|e| e.to_string())?;
+        let mut addrs: Vec<SocketAddr> = reserved
+            .iter()
+            .map(std::net::UdpSocket::local_addr)
+            .collect::<Result<_, _>>()
+            .map_err(|e| e.to_string())?;
+        drop(reserved);
+        let re = addrs.remove(0);
+        let ses = addrs;
+        let Some((forward, backward)) = link_impairments(&v.scenario, jitter_ms)? else {
+            return Ok(Wiring {
+                re,
+                uas_front: uas,
+                re_front: re,
+                re_advertise: None,
+                ses_seen: ses.clone(),
+                ses_advertise: vec![None; sources],
+                ses_front: ses.clone(),
+                ses,
+                relays: None,
+            });
+        };
+        let relay = |hop: u64, upstream: SocketAddr, clients: Vec<SocketAddr>| {
+            let seed = |c: &ImpairConfig| ImpairConfig {
+                seed: stream_seed(c.seed, hop),
+                ..*c
+            };
+            RelayConfig {
+                listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+                upstream,
+                forward: seed(&forward),
+                backward: seed(&backward),
+                clients,
+                max_clients: DEFAULT_MAX_CLIENTS,
+                duration: Some(Duration::from_secs_f64(budget + 5.0)),
+            }
+        };
+        let mut configs = vec![relay(1, uas, Vec::new()), relay(2, re, ses.clone())];
+        configs.extend(
+            ses.iter()
+                .enumerate()
+                .map(|(i, &se)| relay(3 + i as u64, se, Vec::new())),
+        );
+        let relays = sluice_impair::spawn(configs).map_err(|e| format!("link relays: {e}"))?;
+        let r = &relays.relays;
+        let ses_seen: Vec<SocketAddr> = r[1].clients.iter().map(|c| c.1).collect();
+        Ok(Wiring {
+            re,
+            uas_front: r[0].listen,
+            re_front: r[1].listen,
+            re_advertise: Some(r[1].listen.to_string()),
+            ses_advertise: ses_seen.iter().map(|a| Some(a.to_string())).collect(),
+            ses_seen,
+            ses_front: r[2..].iter().map(|a| a.listen).collect(),
+            ses,
+            relays: Some(relays),
+        })
+    }
+
+    /// Stops the relays; their counters summed.
+    fn stop(self) -> Option<RelayStats> {
+        self.relays.map(|r| {
+            r.stop().iter().fold(RelayStats::default(), |mut sum, s| {
+                sum.accumulate(s);
+                sum
+            })
+        })
+    }
+}
+
+/// Starts the RE (next hop the UAS) and one SE per source (next hop the RE), as `w` wires
+/// them.
+fn start_proxies(v: &HopVariant, w: &Wiring, budget: f64) -> Result<Proxies, String> {
     // The scenario's proxies, wired to loopback: the same tables the simulator runs.
-    let unbound = SocketAddr::from(([127, 0, 0, 1], 0));
-    let re_config = v.scenario.re_proxy(unbound, uas, &se_addrs);
-    let (re_addr, re) = start_sluice(re_config, uas, budget)?;
+    let mut re_config = v.scenario.re_proxy(w.re, w.uas_front, &w.ses_seen);
+    re_config.advertise.clone_from(&w.re_advertise);
+    let (_, re) = start_sluice_on(re_config, w.re, w.uas_front, budget)?;
     let mut proxies = Proxies {
         re,
         ses: Vec::new(),
     };
-    for (i, addr) in se_addrs.into_iter().enumerate() {
-        let se = v.scenario.se_proxy(i, addr, re_addr);
-        match start_sluice_on(se, addr, re_addr, budget) {
+    for (i, &addr) in w.ses.iter().enumerate() {
+        let mut se = v.scenario.se_proxy(i, addr, w.re_front);
+        se.advertise.clone_from(&w.ses_advertise[i]);
+        match start_sluice_on(se, addr, w.re_front, budget) {
             Ok(running) => proxies.ses.push(running),
             Err(e) => {
                 proxies.stop();
@@ -478,6 +648,8 @@ struct PointExtras {
     /// the whole point, start-up included).
     window_2xx_retransmissions: u64,
     load_average: Option<f64>,
+    /// The link relays' counters, summed, when the links were impaired.
+    links: Option<RelayStats>,
 }
 
 #[allow(clippy::too_many_lines)] // one point, start to finish, reads best in one piece
@@ -488,6 +660,7 @@ fn run_point(
     x: f64,
     timing: Timing,
     dynamic: Option<&Dynamic>,
+    link_jitter_ms: f64,
 ) -> Result<(PointResult, PointExtras), String> {
     let Timing {
         duration,
@@ -498,12 +671,24 @@ fn run_point(
     if !capacity.is_finite() {
         return Err(format!("{}: no emulated capacity", v.label));
     }
-    let (uas_addr, uas_flag, uas) = start_uas(duration)?;
     let drain = 2.0;
     let budget = duration + drain + 30.0;
-    let proxies = match start_proxies(v, shares.len(), uas_addr, budget) {
+    let uas_socket =
+        shell::bind_udp(SocketAddr::from(([127, 0, 0, 1], 0))).map_err(|e| e.to_string())?;
+    let uas_addr = uas_socket.local_addr().map_err(|e| e.to_string())?;
+    let wiring = Wiring::new(v, shares.len(), uas_addr, link_jitter_ms, budget)?;
+    let contact = wiring.relays.is_some().then_some(wiring.uas_front);
+    let (uas_flag, uas) = match start_uas_on(uas_socket, contact, duration) {
+        Ok(u) => u,
+        Err(e) => {
+            wiring.stop();
+            return Err(e);
+        }
+    };
+    let proxies = match start_proxies(v, &wiring, budget) {
         Ok(p) => p,
         Err(e) => {
+            wiring.stop();
             uas_flag.store(true, Ordering::Relaxed);
             let _ = uas.join();
             return Err(e);
@@ -514,7 +699,7 @@ fn run_point(
         ArrivalProcess::Poisson => Spacing::Poisson,
         ArrivalProcess::Constant => Spacing::Constant,
     };
-    let targets: Vec<SocketAddr> = proxies.ses.iter().map(|(a, _)| *a).collect();
+    let targets = wiring.ses_front.clone();
     let runs: Vec<Result<(Vec<SecondRow>, UacSummary), String>> = std::thread::scope(|scope| {
         let handles: Vec<_> = targets
             .iter()
@@ -561,6 +746,7 @@ fn run_point(
             .collect()
     });
     let (re_report, se_reports) = proxies.stop();
+    let links = wiring.stop();
     uas_flag.store(true, Ordering::Relaxed);
     let uas = uas
         .join()
@@ -605,6 +791,7 @@ fn run_point(
         uas_unacked_2xx: uas.summary.unacked_2xx,
         window_2xx_retransmissions: window.retransmissions_received.ok_invite,
         load_average: load_average(),
+        links,
     };
     let point = PointResult {
         experiment: name.to_owned(),
@@ -644,6 +831,30 @@ fn run_point(
             .collect(),
     };
     Ok((point, extras))
+}
+
+/// What the link relays of a point did, for the printed table.
+fn links_line(l: &RelayStats) -> String {
+    let both = l.both();
+    let mut line = format!(
+        "  links: {} datagrams delivered, {} lost ({:.2} %), {} over the in-flight budget, {} reordered",
+        both.forwarded,
+        both.dropped_loss,
+        100.0 * both.dropped_loss as f64 / both.offered().max(1) as f64,
+        both.dropped_budget,
+        both.reordered
+    );
+    for (n, what) in [
+        (l.clients_refused, "from clients over the limit"),
+        (l.foreign, "foreign"),
+        (l.send_failed, "not sent"),
+        (l.socket_errors, "socket errors"),
+    ] {
+        if n > 0 {
+            let _ = write!(line, ", {n} {what}");
+        }
+    }
+    line
 }
 
 /// The printed tables' variant column: as wide as the longest label.
@@ -695,9 +906,10 @@ pub fn bench(args: &OverloadConfig, console: &dyn Console) -> Result<(), String>
     };
     let sources = plan.shares.len();
     for v in &plan.variants {
+        let links = link_impairments(&v.scenario, args.link_jitter_ms)?;
         say!(
             console,
-            "{}: {sources} UACs -> {sources} SEs -> RE at {:.1} calls/s emulated (message {:.0} us, 503 {:.0} us, queue {}){}",
+            "{}: {sources} UACs -> {sources} SEs -> RE at {:.1} calls/s emulated (message {:.0} us, 503 {:.0} us, queue {}){}{}",
             v.label,
             emulated_capacity(&v.scenario.re),
             v.scenario.re.cost_forward_us,
@@ -706,6 +918,10 @@ pub fn bench(args: &OverloadConfig, console: &dyn Console) -> Result<(), String>
             v.scenario
                 .wire()
                 .map_or(String::new(), |w| format!(", feedback as oc-algo {}", w.token())),
+            links.map_or(String::new(), |(f, b)| format!(
+                "; a relay on every hop: {}",
+                describe_links(&f, &b)
+            )),
         );
     }
     let w = label_width(&plan);
@@ -727,6 +943,7 @@ pub fn bench(args: &OverloadConfig, console: &dyn Console) -> Result<(), String>
                 x,
                 timing,
                 plan.dynamic.as_ref(),
+                args.link_jitter_ms,
             )?;
             crate::point::note_unanswered(&p, console);
             say!(
@@ -752,6 +969,9 @@ pub fn bench(args: &OverloadConfig, console: &dyn Console) -> Result<(), String>
                 e.se_ignored,
                 e.load_average.map_or("-".into(), |l| format!("{l:.2}")),
             );
+            if let Some(l) = &e.links {
+                say!(console, "{}", links_line(l));
+            }
             points.push(p);
             console.advance();
         }
@@ -1111,6 +1331,95 @@ mod tests {
             lines[2],
             "a,4,0.7000,0.9200,0.2200,false,42.50,0.0000,0.0000,0.0000"
         );
+    }
+
+    #[test]
+    fn the_experiments_links_reach_the_live_relays_and_the_flags_replace_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("links.toml");
+        std::fs::write(
+            &path,
+            r#"name = "links"
+title = "links"
+[base]
+duration_s = 10
+warmup_s = 2
+[base.link]
+delay_ms = 7
+loss = 0.01
+backward_delay_ms = 3
+[sweep]
+offered_load = [1.0]
+[[variant]]
+label = "win-disc"
+scenario = { re = { control = { algorithm = "win-disc" } } }
+"#,
+        )
+        .unwrap();
+        let args = OverloadConfig {
+            experiment: Some(path),
+            link_jitter_ms: 2.0,
+            ..OverloadConfig::default()
+        };
+        let v = &plan(&args).unwrap().variants[0];
+        let (f, b) = link_impairments(&v.scenario, 2.0).unwrap().unwrap();
+        assert_eq!((f.delay_ms, f.loss, f.jitter_ms), (7.0, 0.01, 2.0));
+        assert_eq!((b.delay_ms, b.loss, b.jitter_ms), (3.0, 0.01, 2.0));
+        assert_eq!(
+            describe_links(&f, &b),
+            "7 ms ± 2 ms, 1 % loss forward, 3 ms ± 2 ms, 1 % loss backward"
+        );
+        // The flags set every hop both ways, in the simulator's scenario too.
+        let flags = OverloadConfig {
+            link_delay_ms: Some(10.0),
+            link_loss: Some(0.005),
+            ..args.clone()
+        };
+        let v = &plan(&flags).unwrap().variants[0];
+        assert!((v.scenario.link.delay_ms - 10.0).abs() < 1e-12);
+        assert_eq!(v.scenario.link.backward_delay_ms, None);
+        let (f, b) = link_impairments(&v.scenario, 0.0).unwrap().unwrap();
+        assert_eq!((f.delay_ms, f.loss), (b.delay_ms, b.loss));
+        assert_eq!(describe_links(&f, &b), "10 ms, 0.5 % loss each way");
+        // Perfect links: no relays.
+        assert!(link_impairments(&Scenario::default(), 0.0)
+            .unwrap()
+            .is_none());
+        let bad = OverloadConfig {
+            link_loss: Some(1.5),
+            ..args
+        };
+        assert!(plan(&bad).unwrap_err().contains("loss"));
+    }
+
+    #[test]
+    fn with_links_every_node_names_the_relay_in_front_of_the_next() {
+        let mut v = variant_from_spec("win-disc", 300.0, None).unwrap();
+        let uas = SocketAddr::from(([127, 0, 0, 1], 5999));
+        let plain = Wiring::new(&v, 2, uas, 0.0, 5.0).unwrap();
+        assert!(plain.relays.is_none());
+        assert_eq!((plain.uas_front, plain.re_front), (uas, plain.re));
+        assert_eq!(plain.ses_seen, plain.ses);
+        assert_eq!(plain.ses_front, plain.ses);
+
+        v.scenario.link.delay_ms = 5.0;
+        let w = Wiring::new(&v, 2, uas, 0.0, 5.0).unwrap();
+        let relays = w.relays.as_ref().unwrap();
+        assert_eq!(relays.relays.len(), 4, "UAS, shared SE-RE, one per SE");
+        assert_ne!(w.uas_front, uas);
+        assert_ne!(w.re_front, w.re);
+        assert_eq!(w.re_advertise, Some(w.re_front.to_string()));
+        // The RE's neighbours are the SEs' own sockets on the shared relay, which the SEs
+        // advertise.
+        assert_eq!(relays.relays[1].clients.len(), 2);
+        for (i, (se, seen)) in relays.relays[1].clients.iter().enumerate() {
+            assert_eq!(*se, w.ses[i]);
+            assert_eq!(w.ses_seen[i], *seen);
+            assert_eq!(w.ses_advertise[i], Some(seen.to_string()));
+            assert_ne!(w.ses_front[i], w.ses[i]);
+        }
+        let stats = w.stop().unwrap();
+        assert_eq!(stats.clients, 2, "the declared SEs");
     }
 
     #[test]

@@ -26,7 +26,7 @@ pub enum BenchCommand {
     /// Local overload control live: a UAS, the proxy under test with emulated capacity (or
     /// any command) and a UAC on loopback; sweeps offered load as multiples of capacity for
     /// each control and writes summary.csv (the columns of `sluice sim`) and SVGs.
-    Overload(OverloadArgs),
+    Overload(Box<OverloadArgs>),
     /// A proxy's own β for g_opt(r): its CPU time per forwarded call over per rejected call,
     /// each from a run at the same rate on loopback (sluice, and Kamailio with --kamailio).
     Beta(BetaArgs),
@@ -182,6 +182,19 @@ pub struct OverloadArgs {
     /// and --warmup, so both measure the same window of the same start-up).
     #[arg(long)]
     pub sim_duration: Option<f64>,
+    /// Topology: a relay on every hop (UAC -> SE, SE -> RE, RE -> UAS) delays each
+    /// datagram this many milliseconds, each way (default: the experiment's `[link]`
+    /// table, or no relays). The simulator's links get the same.
+    #[arg(long)]
+    pub link_delay_ms: Option<f64>,
+    /// Topology: the relays lose each datagram with this probability, each way (default:
+    /// the experiment's `[link]`). The simulator's links get the same.
+    #[arg(long)]
+    pub link_loss: Option<f64>,
+    /// Topology: uniform jitter of ± this many milliseconds on the relays' delay, order
+    /// kept (live only: the simulator's links have none).
+    #[arg(long, default_value_t = 0.0)]
+    pub link_jitter_ms: f64,
 }
 
 /// The calling side of a point.
@@ -307,6 +320,9 @@ fn overload_config(a: &OverloadArgs) -> OverloadConfig {
         se_rate_tau_ms: a.se_rate_tau_ms,
         time_scale: a.time_scale,
         sim_duration: a.sim_duration,
+        link_delay_ms: a.link_delay_ms,
+        link_loss: a.link_loss,
+        link_jitter_ms: a.link_jitter_ms,
     }
 }
 

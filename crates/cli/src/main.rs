@@ -7,6 +7,7 @@ use clap::{Parser, Subcommand};
 mod bench;
 mod load;
 mod proxy;
+mod relay;
 mod sim;
 mod sip;
 mod terminal;
@@ -40,6 +41,9 @@ enum Command {
         #[command(subcommand)]
         command: load::LoadCommand,
     },
+    /// An impaired UDP link between two loopback nodes: delay, jitter, loss and reordering,
+    /// seeded, each way; prints what it did at the end.
+    Relay(relay::RelayArgs),
     /// Run an experiment in the deterministic simulator (a TOML file or a built-in name).
     Sim(sim::SimArgs),
     /// Work with SIP messages (parse and inspect).
@@ -58,6 +62,7 @@ fn main() -> ExitCode {
         Command::Demo(args) => bench::demo(&args),
         Command::Proxy(args) => proxy::run(&args),
         Command::Load { command } => load::run(&command),
+        Command::Relay(args) => relay::run(&args),
         Command::Sim(args) => sim::run(&args),
         Command::Sip { command } => sip::run(command),
         Command::Tune(args) => tune::run(&args),

@@ -153,10 +153,10 @@ pub fn run(args: &ProxyArgs) -> Result<(), String> {
 }
 
 /// SIGINT and SIGTERM, both starting the graceful shutdown.
-struct Signals(Option<(tokio::signal::unix::Signal, tokio::signal::unix::Signal)>);
+pub(crate) struct Signals(Option<(tokio::signal::unix::Signal, tokio::signal::unix::Signal)>);
 
 impl Signals {
-    fn install() -> Signals {
+    pub(crate) fn install() -> Signals {
         use tokio::signal::unix::{signal, SignalKind};
         match (
             signal(SignalKind::interrupt()),
@@ -168,7 +168,7 @@ impl Signals {
         }
     }
 
-    async fn wait(self) {
+    pub(crate) async fn wait(self) {
         let Some((mut int, mut term)) = self.0 else {
             std::future::pending::<()>().await;
             return;

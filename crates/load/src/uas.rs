@@ -27,6 +27,9 @@ use crate::Out;
 pub struct UasConfig {
     /// This side's address, written into Contact.
     pub local: SocketAddr,
+    /// Written into Contact instead of `local`: where in-dialog requests reach this UAS
+    /// when something sits in front of it (a relay impairing its link).
+    pub contact: Option<SocketAddr>,
     /// Time between the INVITE and the 200 OK (provisionals go at once).
     pub answer_delay: Duration,
     /// Probability of answering an INVITE with 503 instead (for testing failure counting).
@@ -44,6 +47,7 @@ impl UasConfig {
     pub fn new(local: SocketAddr) -> UasConfig {
         UasConfig {
             local,
+            contact: None,
             answer_delay: Duration::ZERO,
             reject_probability: 0.0,
             seed: 1,
@@ -111,7 +115,7 @@ pub struct Uas {
 impl Uas {
     pub fn new(cfg: UasConfig) -> Uas {
         Uas {
-            contact: format!("<sip:uas@{}>", cfg.local),
+            contact: format!("<sip:uas@{}>", cfg.contact.unwrap_or(cfg.local)),
             txn: TransactionLayer::new(cfg.txn),
             rng: ChaCha8Rng::seed_from_u64(cfg.seed),
             dialogs: HashMap::new(),
