@@ -12,6 +12,10 @@ pub const SIMULATOR: &[(&str, &str)] = &[
         include_str!("../../../experiments/decicco-fig11-12.toml"),
     ),
     (
+        "sampled-topologies",
+        include_str!("../../../experiments/sampled-topologies.toml"),
+    ),
+    (
         "shen2008-eq2-rate-abs-c",
         include_str!("../../../experiments/shen2008-eq2-rate-abs-c.toml"),
     ),

@@ -156,7 +156,7 @@ pub fn promised_shares(loads: &[f64], fairness: Fairness) -> Vec<f64> {
     }
     match fairness {
         Fairness::UserCentric => loads.iter().map(|l| l / total).collect(),
-        Fairness::ProviderCentric => {
+        Fairness::ProviderCentric | Fairness::MaxMin => {
             // Water-filling: sources below the equal share of what is left keep their load.
             let mut shares = vec![0.0; loads.len()];
             let mut open: Vec<usize> = (0..loads.len()).filter(|&i| loads[i] > 0.0).collect();
@@ -294,6 +294,7 @@ pub fn report(
         let fairness_name = match fairness {
             Fairness::UserCentric => "user-centric",
             Fairness::ProviderCentric => "provider-centric",
+            Fairness::MaxMin => "max-min",
         };
         say!(console, "\n{} ({fairness_name}): goodput share of the RE's capacity per source, each phase after its first fifth", p.variant);
         say!(

@@ -55,6 +55,29 @@ label = "rate-abs"
 scenario = { re = { control = { algorithm = "rate-abs" } } }
 "#;
 
+/// Four sampled topologies, small and short, judged against no control.
+const SAMPLE: &str = r#"
+name = "shard-sample"
+title = "tiny topology sample in shards"
+kind = "sample"
+[sample]
+topologies = 4
+seed = 3
+sources = [1, 3]
+holding_time_s = [5, 10]
+re_service_mps = [200, 400]
+queue_capacity = [100, 300]
+measure_s = 6
+warmup_holding_times = 0.5
+min_warmup_s = 3
+[[variant]]
+label = "none"
+scenario = { re = { control = { algorithm = "none" } } }
+[[variant]]
+label = "win-cont"
+scenario = { re = { control = { algorithm = "win-cont" } } }
+"#;
+
 /// A test's own folder, removed when the guard drops.
 fn scratch_root() -> tempfile::TempDir {
     tempfile::Builder::new()
@@ -191,4 +214,23 @@ fn a_dynamic_experiments_shards_merge_into_its_time_series_and_plots() {
         names.keys()
     );
     assert_merge_equals(root.path(), &whole, &shards, "dynamic");
+}
+
+#[test]
+fn a_sampled_experiment_in_shards_merges_to_the_same_claims() {
+    let root = scratch_root();
+    let (whole, shards) = whole_and_shards(root.path(), SAMPLE, "sample");
+    let written = files(&whole);
+    for name in ["claims.csv", "worst.csv", "topologies.csv", "summary.csv"] {
+        assert!(written.contains_key(Path::new(name)), "{name} written");
+    }
+    let claims = String::from_utf8(written[Path::new("claims.csv")].clone()).unwrap();
+    assert_eq!(
+        claims.lines().count(),
+        1 + 3,
+        "one row per claim for the one control: {claims}"
+    );
+    let topologies = String::from_utf8(written[Path::new("topologies.csv")].clone()).unwrap();
+    assert_eq!(topologies.lines().count(), 1 + 4, "{topologies}");
+    assert_merge_equals(root.path(), &whole, &shards, "sample");
 }

@@ -10,7 +10,7 @@ use sluice_bench::builtin;
 use sluice_bench::parallel::cores;
 use sluice_bench::sweep::{run_all, run_shard};
 use sluice_report::shard::{merge, Shard};
-use sluice_sim::experiment::{Experiment, Overrides, RunPoint};
+use sluice_sim::experiment::{Experiment, Kind, Overrides, RunPoint};
 use sluice_sim::RunReport;
 
 use crate::terminal::Terminal;
@@ -127,6 +127,37 @@ pub fn run(args: &SimArgs) -> Result<(), String> {
     Ok(())
 }
 
+fn print_claims(e: &Experiment, reports: &[RunReport]) {
+    if reports.len() != e.points.len() {
+        println!("(a shard: the claims are judged once the shards are merged)");
+        return;
+    }
+    let results = match sluice_report::claims::evaluate(e, reports) {
+        Ok(r) => r,
+        Err(err) => {
+            println!("{err}");
+            return;
+        }
+    };
+    println!(
+        "{:<20} {:<9} {:>10} {:>8} {:>9} {:>10} {:>10}",
+        "variant", "claim", "topologies", "holding", "share", "worst at", "worst/req"
+    );
+    for c in &results {
+        let worst = c.verdicts.first();
+        println!(
+            "{:<20} {:<9} {:>10} {:>8} {:>9.3} {:>10} {:>10}",
+            c.variant,
+            c.claim.name(),
+            c.verdicts.len(),
+            c.holding(),
+            c.share(),
+            worst.map_or("-".into(), |v| v.topology.to_string()),
+            worst.map_or("-".into(), |v| format!("{:.3}/{:.3}", v.value, v.required)),
+        );
+    }
+}
+
 fn merge_shards(dirs: &[PathBuf], out: Option<&Path>) -> Result<(), String> {
     let merged = merge(dirs)?;
     let e = &merged.experiment;
@@ -144,6 +175,12 @@ fn merge_shards(dirs: &[PathBuf], out: Option<&Path>) -> Result<(), String> {
 
 fn print_table<'a>(e: &Experiment, runs: impl Iterator<Item = (&'a RunPoint, &'a RunReport)>) {
     println!("{} ({}; x = {})", e.title, e.name, e.x_name);
+    if e.kind == Kind::Sample {
+        // Hundreds of runs: the claims say what they show (the runs are in summary.csv).
+        let reports: Vec<RunReport> = runs.map(|(_, r)| r.clone()).collect();
+        print_claims(e, &reports);
+        return;
+    }
     println!(
         "{:<24} {:>6} {:>5} {:>8} {:>9} {:>8} {:>9} {:>9} {:>7}",
         "variant", "x", "seed", "goodput", "good cps", "retrans", "p50 ms", "p99 ms", "occup"

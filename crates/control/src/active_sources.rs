@@ -138,6 +138,11 @@ impl<S> ActiveSources<S> {
     }
 
     /// Live entries in neighbour order (call [`expire`](Self::expire) first).
+    /// Whether `id` has an entry (expired or not).
+    pub fn contains(&self, id: NeighbourId) -> bool {
+        self.entries.contains_key(&id)
+    }
+
     pub fn iter(&self) -> impl Iterator<Item = (NeighbourId, &Source<S>)> {
         self.entries.iter().map(|(id, s)| (*id, s))
     }

@@ -177,13 +177,17 @@ impl FromStr for Algorithm {
 
 /// Everything needed to build one proxy's controllers: its local admission policy and, as
 /// a receiving entity, its feedback generator.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ControlConfig {
     pub algorithm: Algorithm,
     /// Seed for every random choice (win-cont lottery, percentage throttles).
     pub seed: u64,
     pub fairness: Fairness,
+    /// Hold rate-abs's delay budget to half of the work the RE's queue holds (see
+    /// `receiver::QUEUE_BUDGET_SHARE`); `false` runs the paper's budget as configured,
+    /// whatever the queue.
+    pub queue_bounded_budget: bool,
     pub estimator: EstimatorConfig,
     pub active_sources: ActiveSourceConfig,
     pub threshold: ThresholdConfig,
@@ -199,6 +203,30 @@ pub struct ControlConfig {
     pub latency_bucket: LatencyBucketConfig,
 }
 
+impl Default for ControlConfig {
+    fn default() -> Self {
+        Self {
+            algorithm: Algorithm::default(),
+            seed: 0,
+            fairness: Fairness::default(),
+            queue_bounded_budget: true,
+            estimator: EstimatorConfig::default(),
+            active_sources: ActiveSourceConfig::default(),
+            threshold: ThresholdConfig::default(),
+            win_disc: WinDiscConfig::default(),
+            win_cont: WinContConfig::default(),
+            win_auto: WinAutoConfig::default(),
+            rate_abs: RateAbsConfig::default(),
+            rate_occ: RateOccConfig::default(),
+            ohta: OhtaConfig::default(),
+            occ: OccConfig::default(),
+            red: RedConfig::default(),
+            pi: PiConfig::default(),
+            latency_bucket: LatencyBucketConfig::default(),
+        }
+    }
+}
+
 impl ControlConfig {
     /// The paper's defaults for one algorithm.
     pub fn for_algorithm(algorithm: Algorithm) -> Self {
@@ -210,25 +238,30 @@ impl ControlConfig {
 
     /// The proxy's receive-stage policy: the local control for `threshold`, `ohta`, `occ`,
     /// `red`, `pi` and `latency-bucket`, otherwise admit everything (the driver's bounded
-    /// queue drops when full). Timers start at `now`; `invite_queue_capacity` is the
-    /// driver's INVITE queue `q_M`, which the PI's queue loop caps its set-point with.
+    /// queue drops when full). Timers start at `now`; `watched_queue_capacity` is the
+    /// capacity of the queue the policy watches (the INVITE queue `q_M` when the driver
+    /// splits its queues): the PI's queue loop caps its set-point with it, and the
+    /// threshold and Ohta watermarks default to shares of it.
     /// Random draws use `seed` (stream 0, like the feedback generator, which the local
     /// policies never run alongside).
     pub fn build_local_admission(
         &self,
         now: Time,
-        invite_queue_capacity: usize,
+        watched_queue_capacity: usize,
     ) -> AnyLocalAdmission {
         match self.algorithm {
-            Algorithm::Threshold => {
-                AnyLocalAdmission::Threshold(ThresholdRejection::new(&self.threshold))
+            Algorithm::Threshold => AnyLocalAdmission::Threshold(ThresholdRejection::new(
+                &self.threshold,
+                watched_queue_capacity,
+            )),
+            Algorithm::Ohta => {
+                AnyLocalAdmission::Ohta(Ohta::new(&self.ohta, watched_queue_capacity))
             }
-            Algorithm::Ohta => AnyLocalAdmission::Ohta(Ohta::new(&self.ohta)),
             Algorithm::Occ => AnyLocalAdmission::Occ(LocalOcc::new(&self.occ, self.seed, now)),
             Algorithm::Red => AnyLocalAdmission::Red(RedRejection::new(&self.red, self.seed)),
             Algorithm::Pi => AnyLocalAdmission::Pi(DualLoopPi::new(
                 &self.pi,
-                invite_queue_capacity,
+                watched_queue_capacity,
                 self.seed,
                 now,
             )),
@@ -410,7 +443,11 @@ mod tests {
         assert_eq!(a.poll_timeout(), Some(Time::from_millis(10)));
 
         let d = ControlConfig::default();
-        assert_eq!((d.ohta.lo_wm, d.ohta.hi_wm), (400, 800));
+        assert_eq!(
+            d.ohta.marks(1000),
+            (800, 400),
+            "De Cicco et al.'s, of their buffer"
+        );
         assert_eq!(d.occ.control_interval, Duration::from_secs(1));
         assert_eq!(d.occ.measurement_interval, Duration::from_millis(100));
         assert!((d.occ.min_fraction - 0.02).abs() < 1e-12);

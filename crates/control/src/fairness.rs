@@ -6,6 +6,15 @@
 //!   throttling, and the RE splits capacity in proportion to it, so every user's call
 //!   has the same chance wherever it comes from.
 //!
+//! - Max-min (`fairness = "max-min"`): provider-centric where the SEs compete, but an SE that
+//!   sends less than an equal share is given what it sends (with headroom to grow) and
+//!   the rest is split equally among the others. Below capacity every SE then gets what
+//!   it offers, whatever the shares; an equal split throttles the larger SEs while the
+//!   smaller ones leave theirs unused (seen in sluice's sampled topologies: rate-abs
+//!   carried 0.66 of capacity offered 0.94 by four SEs with shares 0.94, 0.29, 0.11,
+//!   0.13). Under overload every SE sends at least its equal share, and the split is
+//!   the paper's equal one.
+//!
 //! Shares are computed in neighbour order, so the same inputs always give the same split.
 
 use crate::types::NeighbourId;
@@ -20,6 +29,71 @@ pub enum Fairness {
     ProviderCentric,
     /// Split proportional to fed-forward offered load (double feed).
     UserCentric,
+    /// Max-min fair over each SE's session rate as the RE measures it.
+    MaxMin,
+}
+
+/// A source that sends less than this part of what its share lets through is content:
+/// it is given what it sends (times [`MAX_MIN_HEADROOM`]) and the rest goes to the others.
+pub const CONTENT_BELOW: f64 = 0.9;
+/// What a content source is given over what it sends, so that its allotment grows as fast
+/// as its callers do (it competes again once it uses [`CONTENT_BELOW`] of it). Its
+/// inverse is below [`CONTENT_BELOW`], so a source given this stays content while its
+/// callers do not change, rather than flapping between content and competing.
+pub const MAX_MIN_HEADROOM: f64 = 1.25;
+
+/// One source as max-min fairness sees it: its session rate as the RE measured it and the
+/// share it was last given (`None` before the first of either).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Usage {
+    pub id: NeighbourId,
+    pub rate: Option<f64>,
+    pub share: Option<f64>,
+}
+
+/// Max-min fair shares. Whether a source is content is judged against what it was given,
+/// not against the capacity: the RE knows what its sources send, not what their callers
+/// offer, and a throttled source sends exactly its allotment. A source whose part of the
+/// measured traffic is under [`CONTENT_BELOW`] of its last share is content and keeps
+/// [`MAX_MIN_HEADROOM`] times that part (never more than its last share); every other
+/// source competes for an equal split of the rest. No source measured yet, or nobody
+/// content: the equal split. Shares sum to 1.
+pub fn max_min_shares(sources: &[Usage]) -> Vec<(NeighbourId, f64)> {
+    let n = sources.len();
+    let equal = || {
+        sources
+            .iter()
+            .map(|u| (u.id, 1.0 / n as f64))
+            .collect::<Vec<_>>()
+    };
+    let valid = |r: Option<f64>| r.filter(|r| r.is_finite() && *r >= 0.0);
+    let total: f64 = sources.iter().filter_map(|u| valid(u.rate)).sum();
+    if n == 0 || !(total > 0.0 && total.is_finite()) {
+        return equal();
+    }
+    let content = |u: &Usage| -> Option<f64> {
+        let part = valid(u.rate)? / total;
+        let share = valid(u.share).unwrap_or(1.0 / n as f64);
+        (part < CONTENT_BELOW * share).then(|| (part * MAX_MIN_HEADROOM).min(share))
+    };
+    let kept: Vec<Option<f64>> = sources.iter().map(content).collect();
+    let competing = kept.iter().filter(|k| k.is_none()).count();
+    let taken: f64 = kept.iter().flatten().sum();
+    let each = if competing > 0 {
+        (1.0 - taken).max(0.0) / competing as f64
+    } else {
+        0.0
+    };
+    let raw: Vec<f64> = kept.iter().map(|k| k.unwrap_or(each)).collect();
+    let sum: f64 = raw.iter().sum();
+    if !(sum > 0.0 && sum.is_finite()) {
+        return equal();
+    }
+    sources
+        .iter()
+        .zip(raw)
+        .map(|(u, r)| (u.id, r / sum))
+        .collect()
 }
 
 /// Each source's share of the capacity; shares sum to 1 (empty input gives no shares).
@@ -38,7 +112,7 @@ pub fn shares(
         let share = 1.0 / sources.len() as f64;
         sources.iter().map(|(id, _)| (*id, share)).collect()
     };
-    if fairness == Fairness::ProviderCentric {
+    if fairness != Fairness::UserCentric {
         return equal();
     }
     let valid = |load: &Option<f64>| load.filter(|l| l.is_finite() && *l >= 0.0);
@@ -118,6 +192,42 @@ mod tests {
         assert!(close(&values(&s), &[10.0 / 60.0, 20.0 / 60.0, 30.0 / 60.0]));
         // Nothing usable: equal.
         let s = shares(Fairness::UserCentric, &ids(&[Some(f64::NAN), Some(0.0)]));
+        assert!(close(&values(&s), &[0.5, 0.5]));
+    }
+
+    fn usage(rates: &[Option<f64>], shares: &[Option<f64>]) -> Vec<Usage> {
+        rates
+            .iter()
+            .zip(shares)
+            .enumerate()
+            .map(|(i, (rate, share))| Usage {
+                id: NeighbourId(i as u32),
+                rate: *rate,
+                share: *share,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn max_min_gives_content_sources_what_they_send_and_splits_the_rest() {
+        let third = Some(1.0 / 3.0);
+        // One source sends 10 of 100 with a third given: it keeps 12.5 %, the others
+        // split the rest.
+        let s = max_min_shares(&usage(&[Some(10.0), Some(45.0), Some(45.0)], &[third; 3]));
+        assert!(close(&values(&s), &[0.125, 0.4375, 0.4375]), "{s:?}");
+        // Throttled sources use what they are given: equal stays equal whatever their
+        // callers offer (the paper's provider-centric split under overload).
+        let s = max_min_shares(&usage(&[Some(33.0), Some(34.0), Some(33.0)], &[third; 3]));
+        assert!(close(&values(&s), &[1.0 / 3.0; 3]), "{s:?}");
+        // Half each given, a quarter used by one: it keeps 1.25 times its quarter.
+        let s = max_min_shares(&usage(&[Some(1.0), Some(3.0)], &[Some(0.5), Some(0.5)]));
+        assert!(close(&values(&s), &[0.3125, 0.6875]), "{s:?}");
+        // A content source never gets more than it had, so a throttled source whose
+        // traffic dips a little keeps its share.
+        let s = max_min_shares(&usage(&[Some(1.0), Some(9.0)], &[Some(0.118), Some(0.882)]));
+        assert!(close(&values(&s), &[0.118, 0.882]), "{s:?}");
+        // Nothing measured, or nonsense: equal.
+        let s = max_min_shares(&usage(&[None, Some(f64::NAN)], &[None, None]));
         assert!(close(&values(&s), &[0.5, 0.5]));
     }
 

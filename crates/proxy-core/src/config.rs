@@ -369,13 +369,22 @@ impl ProxyConfig {
                 self.control.algorithm
             ));
         }
-        if self.control.algorithm == sluice_control::Algorithm::Threshold
-            && self.control.threshold.high_watermark > self.queue_capacity
-        {
+        let watched = self.watched_queue_capacity();
+        let high_mark = match self.control.algorithm {
+            sluice_control::Algorithm::Threshold => self
+                .control
+                .threshold
+                .high_watermark
+                .map(|m| ("control.threshold.high_watermark", m)),
+            sluice_control::Algorithm::Ohta => {
+                self.control.ohta.hi_wm.map(|m| ("control.ohta.hi_wm", m))
+            }
+            _ => None,
+        };
+        if let Some((name, mark)) = high_mark.filter(|(_, m)| *m > watched) {
             return bad(format!(
-                "control.threshold.high_watermark ({}) exceeds queue_capacity ({}): it would \
-                 never trigger",
-                self.control.threshold.high_watermark, self.queue_capacity
+                "{name} ({mark}) exceeds the capacity of the queue it watches ({watched}): it \
+                 would never trigger"
             ));
         }
         if self.invite_queue && self.invite_queue_capacity == 0 {
@@ -424,6 +433,16 @@ impl ProxyConfig {
 
     pub fn cost_other(&self) -> Duration {
         micros(self.cost_other_us.unwrap_or(self.cost_forward_us))
+    }
+
+    /// Capacity of the queue the local admission policy watches: the INVITE queue when
+    /// the queues are split, the one queue otherwise.
+    pub fn watched_queue_capacity(&self) -> usize {
+        if self.invite_queue {
+            self.invite_queue_capacity
+        } else {
+            self.queue_capacity
+        }
     }
 
     /// No emulated cost: the processor is the machine's own.

@@ -548,10 +548,16 @@ impl ProxyCore {
             admission: Policy::Built(Box::new(
                 config
                     .control
-                    .build_local_admission(now, config.invite_queue_capacity),
+                    .build_local_admission(now, config.watched_queue_capacity()),
             )),
             invites: InviteMemory::new(txn_config.t1_x64(), 1 << 20),
-            hop: crate::hop::Hop::new(&config.overload, &config.control, config.next_hop, now),
+            hop: crate::hop::Hop::new(
+                &config.overload,
+                &config.control,
+                config.next_hop,
+                config.queue_capacity,
+                now,
+            ),
             queue: VecDeque::with_capacity(config.queue_capacity.min(1 << 16)),
             queue_capacity: config.queue_capacity,
             split: config.invite_queue,

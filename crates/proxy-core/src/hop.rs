@@ -285,6 +285,7 @@ impl Hop {
         config: &OverloadConfig,
         control: &ControlConfig,
         next_hop: Option<SocketAddr>,
+        queue_capacity: usize,
         now: Time,
     ) -> Hop {
         let mut hop = Hop {
@@ -303,7 +304,12 @@ impl Hop {
                     let id = NeighbourId(u32::try_from(i).unwrap_or(u32::MAX));
                     hop.neighbours.entry(*n).or_insert(id);
                 }
-                hop.generator = Some(control.build_feedback_generator(now));
+                let generator = control.build_feedback_generator(now);
+                hop.generator = Some(if control.queue_bounded_budget {
+                    generator.with_queue_capacity(queue_capacity)
+                } else {
+                    generator
+                });
                 hop.server = Some(OcServer::new(config.server_config(control.algorithm)));
             }
             HopRole::Se => {

@@ -416,8 +416,8 @@ fn threshold_admission_rejects_new_sessions_only_with_retry_after() {
     let mut cfg = config();
     cfg.cost_forward_us = 10_000.0;
     cfg.control.algorithm = "threshold".parse().unwrap();
-    cfg.control.threshold.high_watermark = 3;
-    cfg.control.threshold.low_watermark = 1;
+    cfg.control.threshold.high_watermark = Some(3);
+    cfg.control.threshold.low_watermark = Some(1);
     cfg.retry_after_s = 2;
     let mut core = core_with(&cfg);
     for i in 0..6 {
@@ -838,8 +838,8 @@ fn new_sessions_are_refused_before_the_table_fills_so_in_dialog_requests_still_p
 fn rejections_are_stateless_and_their_ack_is_ended_without_a_transaction() {
     let mut cfg = config();
     cfg.control.algorithm = "threshold".parse().unwrap();
-    cfg.control.threshold.high_watermark = 0;
-    cfg.control.threshold.low_watermark = 0;
+    cfg.control.threshold.high_watermark = Some(0);
+    cfg.control.threshold.low_watermark = Some(0);
     let mut core = core_with(&cfg);
     let out = step(&mut core, Time::ZERO, invite("r1", 70).as_bytes(), UAC);
     assert_eq!(
@@ -878,8 +878,8 @@ fn a_retransmitted_invite_is_not_a_new_session_and_a_rejected_one_is_rejected_ag
     let mut cfg = config();
     cfg.cost_forward_us = 10_000.0;
     cfg.control.algorithm = "threshold".parse().unwrap();
-    cfg.control.threshold.high_watermark = 1;
-    cfg.control.threshold.low_watermark = 0;
+    cfg.control.threshold.high_watermark = Some(1);
+    cfg.control.threshold.low_watermark = Some(0);
     let mut core = core_with(&cfg);
     // The first INVITE is admitted; with it queued the policy rejects new sessions.
     core.handle_datagram(Time::ZERO, Bytes::from(invite("k1", 70)), addr(UAC));
@@ -976,8 +976,8 @@ fn a_rejected_call_costs_its_503_and_the_ack_that_ends_it_without_a_transaction(
     cfg.cost_forward_us = 1_000.0;
     cfg.cost_reject_us = 250.0;
     cfg.control.algorithm = "threshold".parse().unwrap();
-    cfg.control.threshold.high_watermark = 0;
-    cfg.control.threshold.low_watermark = 0;
+    cfg.control.threshold.high_watermark = Some(0);
+    cfg.control.threshold.low_watermark = Some(0);
     let mut core = core_with(&cfg);
     core.handle_datagram(Time::ZERO, Bytes::from(invite("r1", 70)), addr(UAC));
     core.handle_timeout(Time::from_micros(250));

@@ -29,6 +29,10 @@ pub fn write_all(out: &Path, e: &Experiment, reports: &[RunReport]) -> Result<()
     if e.kind == Kind::Dynamic {
         write_timeseries(out, e, reports)?;
     }
+    if e.kind == Kind::Sample {
+        let results = crate::claims::evaluate(e, reports)?;
+        return crate::claims::write_claims(out, e, &results);
+    }
     draw(out, e, reports)
 }
 
@@ -198,6 +202,7 @@ fn draw(out: &Path, e: &Experiment, reports: &[RunReport]) -> Result<(), String>
                 None,
             )
         }
+        Kind::Sample => Ok(()),
         Kind::Dynamic => {
             for (p, r) in e.points.iter().zip(reports) {
                 let Some(ts) = &r.timeseries else { continue };

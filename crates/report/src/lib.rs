@@ -10,6 +10,7 @@
 //! writers here, free of sockets, processes and threads, is what lets that be tested
 //! directly.
 
+pub mod claims;
 pub mod experiment;
 pub mod files;
 pub mod plot;

@@ -23,6 +23,7 @@
 
 use serde::Deserialize;
 
+use crate::sample::SampleSpec;
 use crate::scenario::deep_merge;
 use crate::Scenario;
 
@@ -33,6 +34,8 @@ pub enum Kind {
     #[default]
     Sweep,
     Dynamic,
+    /// One run per variant on each of many sampled topologies ([`crate::sample`]).
+    Sample,
 }
 
 /// Axis labels and limits for the experiment's plot.
@@ -112,6 +115,7 @@ struct ExperimentFile {
     sweep: Option<SweepSpec>,
     #[serde(default)]
     seeds: Option<Vec<u64>>,
+    sample: Option<SampleSpec>,
     variant: Vec<VariantSpec>,
     #[serde(default)]
     plot: PlotSpec,
@@ -203,6 +207,7 @@ impl Experiment {
                 ))
             }
             (Kind::Dynamic, None) => (None, None, file.seeds.clone().unwrap_or_else(default_seeds)),
+            (Kind::Sample, _) => return sampled(file, overrides),
         };
         let seeds = overrides.seeds.clone().unwrap_or(seeds);
         if seeds.is_empty() {
@@ -298,6 +303,86 @@ impl Experiment {
             points,
         })
     }
+}
+
+/// A `kind = "sample"` experiment: every variant on every topology of `[sample]`, in
+/// variant then topology order; `x` is the topology's index. `--seed` replaces the
+/// sampling seed (a new set of topologies); `--load` does not apply.
+fn sampled(file: ExperimentFile, overrides: &Overrides) -> Result<Experiment, String> {
+    let name = &file.name;
+    if file.sweep.is_some() {
+        return Err(format!(
+            "experiment {name}: a sample experiment draws its loads from [sample], not [sweep]"
+        ));
+    }
+    if overrides.loads.is_some() {
+        return Err(format!(
+            "experiment {name}: --load does not apply to sampled topologies"
+        ));
+    }
+    let mut spec = file
+        .sample
+        .clone()
+        .ok_or_else(|| format!("experiment {name}: kind = \"sample\" needs a [sample] table"))?;
+    if let Some(seed) = overrides.seeds.as_ref().and_then(|s| s.first()) {
+        spec.seed = *seed;
+    }
+    spec.validate()
+        .map_err(|e| format!("experiment {name}: {e}"))?;
+    let base: Scenario = toml::Value::Table(file.base.clone())
+        .try_into()
+        .map_err(|e: toml::de::Error| format!("experiment {name}, base: {}", e.message()))?;
+    let topologies: Vec<_> = (0..spec.topologies)
+        .map(|k| spec.topology(k, &base))
+        .collect();
+    let mut points = Vec::with_capacity(file.variant.len() * topologies.len());
+    for v in &file.variant {
+        for t in &topologies {
+            let mut table = file.base.clone();
+            deep_merge(&mut table, &t.table);
+            deep_merge(&mut table, &v.scenario);
+            table.insert(
+                "seed".into(),
+                toml::Value::Integer(i64::try_from(t.seed).unwrap_or(i64::MAX)),
+            );
+            let mut scenario: Scenario =
+                toml::Value::Table(table)
+                    .try_into()
+                    .map_err(|e: toml::de::Error| {
+                        format!("experiment {name}, variant {:?}: {}", v.label, e.message())
+                    })?;
+            if let Some(d) = overrides.duration_s {
+                // D seconds measured after a warm-up of at most D.
+                scenario.warmup_s = scenario.warmup_s.min(d);
+                scenario.duration_s = scenario.warmup_s + d;
+            }
+            scenario.validate().map_err(|e| {
+                format!(
+                    "experiment {name}, variant {:?}, topology {}: {e}",
+                    v.label, t.index
+                )
+            })?;
+            points.push(RunPoint {
+                variant: v.label.clone(),
+                offered_load: scenario.offered_load,
+                x: f64::from(t.index),
+                seed: t.seed,
+                scenario,
+            });
+        }
+    }
+    Ok(Experiment {
+        name: file.name,
+        title: file.title,
+        paper: file.paper,
+        figure: file.figure,
+        expectation: file.expectation,
+        kind: Kind::Sample,
+        plot: file.plot,
+        x_name: "topology".into(),
+        variants: file.variant.into_iter().map(|v| v.label).collect(),
+        points,
+    })
 }
 
 /// A whole number as a TOML integer (so it fits integer fields), anything else as a float.

@@ -51,6 +51,7 @@ mod net;
 mod node;
 mod proxy_node;
 pub mod report;
+pub mod sample;
 pub mod scenario;
 pub mod testbed;
 pub mod tuning;

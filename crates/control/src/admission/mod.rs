@@ -248,7 +248,7 @@ mod tests {
         cfg.red.queue_weight = f64::NAN;
         cfg.red.th_low = f64::NAN;
         cfg.red.th_high = -5.0;
-        cfg.ohta.lo_wm = 900;
+        cfg.ohta.lo_wm = Some(900);
         cfg.latency_bucket.target_latency = Duration::ZERO;
         cfg.latency_bucket.adjust_interval = Duration::ZERO;
         cfg.latency_bucket.adjust_every = 0;

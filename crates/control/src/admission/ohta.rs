@@ -10,29 +10,36 @@
 //! requests belong to sessions already admitted and a 503 would waste them.
 //!
 //! Defaults (De Cicco et al. §VII, "as suggested in" Hilt & Widjaja 2008): `lo_wm = 400`,
-//! `hi_wm = 800`, queue buffer 1000 messages. The buffer is the driver's queue (its
-//! capacity set there); the controller only reads the queue length.
+//! `hi_wm = 800`, queue buffer 1000 messages, taken here as 40 % and 80 % of the queue the
+//! policy watches, so that they suit any queue (a fixed 800 never triggers in front of a
+//! smaller one). The buffer is the driver's queue (its capacity set there); the controller
+//! only reads the queue length.
 
-use super::{AdmissionMetrics, LocalAdmission, ThresholdConfig, ThresholdRejection};
+use super::threshold::share_of;
+use super::{AdmissionMetrics, LocalAdmission, ThresholdRejection};
 use crate::types::{AdmissionVerdict, MessageSummary};
 use serde::{Deserialize, Serialize};
 use sluice_time::Time;
 
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct OhtaConfig {
-    /// Enter congestion when the queue holds this many messages.
-    pub hi_wm: usize,
-    /// Leave congestion when the queue holds fewer than this many.
-    pub lo_wm: usize,
+    /// Enter congestion when the queue holds this many messages (unset: 80 % of the
+    /// watched queue's capacity).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hi_wm: Option<usize>,
+    /// Leave congestion when the queue holds fewer than this many (unset: 40 %).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lo_wm: Option<usize>,
 }
 
-impl Default for OhtaConfig {
-    fn default() -> Self {
-        Self {
-            hi_wm: 800,
-            lo_wm: 400,
-        }
+impl OhtaConfig {
+    /// `hi_wm` and `lo_wm` in front of a queue of `queue_capacity` messages.
+    pub fn marks(&self, queue_capacity: usize) -> (usize, usize) {
+        (
+            self.hi_wm.unwrap_or_else(|| share_of(queue_capacity, 0.8)),
+            self.lo_wm.unwrap_or_else(|| share_of(queue_capacity, 0.4)),
+        )
     }
 }
 
@@ -42,13 +49,12 @@ pub struct Ohta {
 }
 
 impl Ohta {
-    /// A `lo_wm` above `hi_wm` is lowered to it.
-    pub fn new(config: &OhtaConfig) -> Self {
+    /// In front of a queue of `queue_capacity` messages. A `lo_wm` above `hi_wm` is
+    /// lowered to it.
+    pub fn new(config: &OhtaConfig, queue_capacity: usize) -> Self {
+        let (hi, lo) = config.marks(queue_capacity);
         Self {
-            inner: ThresholdRejection::new(&ThresholdConfig {
-                high_watermark: config.hi_wm,
-                low_watermark: config.lo_wm,
-            }),
+            inner: ThresholdRejection::with_marks(hi, lo),
         }
     }
 
@@ -87,7 +93,7 @@ mod tests {
 
     #[test]
     fn congestion_starts_at_hi_wm_and_lasts_until_below_lo_wm() {
-        let mut o = Ohta::new(&OhtaConfig::default());
+        let mut o = Ohta::new(&OhtaConfig::default(), 1000);
         let invite = MessageSummary::new_session(Some(NeighbourId(1)));
         let mut reject_at =
             |len| o.on_arrival(Time::ZERO, len, &invite) == AdmissionVerdict::Reject;
@@ -112,7 +118,7 @@ mod tests {
 
     #[test]
     fn congestion_spares_messages_of_admitted_sessions() {
-        let mut o = Ohta::new(&OhtaConfig::default());
+        let mut o = Ohta::new(&OhtaConfig::default(), 1000);
         let src = Some(NeighbourId(1));
         assert_eq!(
             o.on_arrival(Time::ZERO, 900, &MessageSummary::new_session(src)),

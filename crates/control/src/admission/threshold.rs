@@ -5,30 +5,43 @@
 //! admission of new INVITEs resumes only once the queue length falls below the low
 //! watermark. The gap between the two is hysteresis, so the policy does not flap.
 //!
-//! The paper gives no watermark values. Defaults here: high 400, low 300 messages, i.e.
-//! 80 % and 60 % of the paper's 500-message queue, leaving room above the high mark for
-//! the non-INVITE traffic of sessions already admitted.
+//! The paper gives no watermark values. Defaults here: 80 % and 60 % of the queue the
+//! policy watches (400 and 300 of the paper's 500-message queue), leaving room above the
+//! high mark for the non-INVITE traffic of sessions already admitted. They are shares
+//! rather than counts so that the default suits any queue: a fixed 400 would never
+//! trigger in front of a smaller queue and would trigger late in front of a larger one.
 
 use super::{AdmissionMetrics, LocalAdmission};
 use crate::types::{AdmissionVerdict, MessageSummary};
 use serde::{Deserialize, Serialize};
 use sluice_time::Time;
 
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ThresholdConfig {
-    /// Start rejecting new INVITEs when the queue holds this many messages.
-    pub high_watermark: usize,
-    /// Stop rejecting when the queue holds fewer than this many.
-    pub low_watermark: usize,
+    /// Start rejecting new INVITEs when the queue holds this many messages (unset: 80 %
+    /// of the watched queue's capacity).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub high_watermark: Option<usize>,
+    /// Stop rejecting when the queue holds fewer than this many (unset: 60 %).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub low_watermark: Option<usize>,
 }
 
-impl Default for ThresholdConfig {
-    fn default() -> Self {
-        Self {
-            high_watermark: 400,
-            low_watermark: 300,
-        }
+/// A share of a queue's capacity, in whole messages (at least 1 for a non-empty queue).
+pub(crate) fn share_of(queue_capacity: usize, share: f64) -> usize {
+    ((queue_capacity as f64 * share).round() as usize).clamp(1, queue_capacity.max(1))
+}
+
+impl ThresholdConfig {
+    /// The high and low watermarks in front of a queue of `queue_capacity` messages.
+    pub fn marks(&self, queue_capacity: usize) -> (usize, usize) {
+        (
+            self.high_watermark
+                .unwrap_or_else(|| share_of(queue_capacity, 0.8)),
+            self.low_watermark
+                .unwrap_or_else(|| share_of(queue_capacity, 0.6)),
+        )
     }
 }
 
@@ -41,11 +54,17 @@ pub struct ThresholdRejection {
 }
 
 impl ThresholdRejection {
-    /// A low watermark above the high one is lowered to it (no hysteresis, still sane).
-    pub fn new(config: &ThresholdConfig) -> Self {
+    /// In front of a queue of `queue_capacity` messages. A low watermark above the high one
+    /// is lowered to it (no hysteresis, still sane).
+    pub fn new(config: &ThresholdConfig, queue_capacity: usize) -> Self {
+        let (high, low) = config.marks(queue_capacity);
+        Self::with_marks(high, low)
+    }
+
+    pub(crate) fn with_marks(high: usize, low: usize) -> Self {
         Self {
-            high: config.high_watermark,
-            low: config.low_watermark.min(config.high_watermark),
+            high,
+            low: low.min(high),
             rejecting: false,
             rejected: 0,
         }
@@ -100,10 +119,13 @@ mod tests {
 
     #[test]
     fn rejects_from_high_until_below_low() {
-        let mut t = ThresholdRejection::new(&ThresholdConfig {
-            high_watermark: 10,
-            low_watermark: 5,
-        });
+        let mut t = ThresholdRejection::new(
+            &ThresholdConfig {
+                high_watermark: Some(10),
+                low_watermark: Some(5),
+            },
+            500,
+        );
         let invite = MessageSummary::new_session(Some(NeighbourId(1)));
         let verdicts: Vec<bool> = [0, 9, 10, 12, 9, 6, 5, 4, 6, 9, 10]
             .iter()
@@ -117,11 +139,27 @@ mod tests {
     }
 
     #[test]
+    fn default_marks_are_shares_of_the_watched_queue() {
+        let d = ThresholdConfig::default();
+        assert_eq!(d.marks(500), (400, 300), "the paper's queue");
+        assert_eq!(d.marks(100), (80, 60));
+        assert_eq!(d.marks(1), (1, 1));
+        let set = ThresholdConfig {
+            high_watermark: Some(7),
+            low_watermark: None,
+        };
+        assert_eq!(set.marks(100), (7, 60), "a set mark is kept as it is");
+    }
+
+    #[test]
     fn only_new_invites_are_rejected() {
-        let mut t = ThresholdRejection::new(&ThresholdConfig {
-            high_watermark: 1,
-            low_watermark: 0,
-        });
+        let mut t = ThresholdRejection::new(
+            &ThresholdConfig {
+                high_watermark: Some(1),
+                low_watermark: Some(0),
+            },
+            500,
+        );
         let src = Some(NeighbourId(1));
         for m in [
             MessageSummary::other_request(src),

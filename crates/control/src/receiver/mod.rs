@@ -26,6 +26,7 @@ use crate::types::{
     Completion, FeedForward, Feedback, FeedbackValue, MessageSummary, NeighbourId, QueueOccupancy,
 };
 use sluice_time::Time;
+use std::collections::BTreeMap;
 
 /// The RE side of a feedback loop. See the crate docs for the order a driver calls these in.
 pub trait FeedbackGenerator {
@@ -75,7 +76,23 @@ pub(crate) struct ReceiverCore<S> {
     pub sources: ActiveSources<S>,
     pub fairness: Fairness,
     sequence: u64,
+    /// The RE's queue in messages, when the driver has said.
+    queue_capacity: Option<f64>,
+    /// Each active source's new sessions since `demand_sampled`, its smoothed rate for
+    /// max-min fairness
+    /// and the share it was last given.
+    demand: BTreeMap<NeighbourId, (u64, Option<f64>, Option<f64>)>,
+    demand_sampled: Time,
 }
+
+/// How often the sources' session rates are sampled for max-min fairness.
+const DEMAND_INTERVAL: std::time::Duration = std::time::Duration::from_millis(200);
+/// Weight of a new rate sample (about a second of memory at 200 ms samples).
+const DEMAND_WEIGHT: f64 = 0.3;
+
+/// Share of the RE's queue a delay budget may fill: the rest absorbs the Poisson bursts
+/// and the step of feedback lag before a lowered window or rate takes effect.
+pub const QUEUE_BUDGET_SHARE: f64 = 0.5;
 
 impl<S> ReceiverCore<S> {
     pub fn new(
@@ -89,7 +106,32 @@ impl<S> ReceiverCore<S> {
             sources: ActiveSources::new(sources),
             fairness,
             sequence: 0,
+            queue_capacity: None,
+            demand: BTreeMap::new(),
+            demand_sampled: now,
         }
+    }
+
+    pub fn set_queue_capacity(&mut self, messages: usize) {
+        self.queue_capacity = Some(messages as f64);
+    }
+
+    /// The seconds of work [`QUEUE_BUDGET_SHARE`] of the queue holds at the estimated
+    /// `μ` and `L_sess`, or `None` without a queue capacity or a `μ`.
+    pub fn queue_horizon(&self) -> Option<f64> {
+        let q = self.queue_capacity?;
+        let mu = self.estimator.control_service_rate();
+        let messages_per_session = self.estimator.session_length().max(1.0);
+        (mu > 0.0).then(|| QUEUE_BUDGET_SHARE * q / (messages_per_session * mu))
+    }
+
+    /// A queueing-delay budget (or horizon) in seconds, held to what the queue can hold.
+    /// The papers' `D_B = 200 ms` assumes a queue of a second's work (Shen et al.'s 500
+    /// messages at 2 ms); in front of a queue that holds less, the budget overflows it
+    /// and every drop at the full queue is a retransmission later.
+    pub fn bounded(&self, budget: std::time::Duration) -> f64 {
+        let b = budget.as_secs_f64();
+        self.queue_horizon().map_or(b, |h| b.min(h))
     }
 
     /// Numbers a feedback value; sequence numbers start at 1 and never repeat.
@@ -109,9 +151,31 @@ impl<S> ReceiverCore<S> {
         init: impl FnOnce() -> S,
     ) -> Option<&mut Source<S>> {
         let offers_load = message.is_session_start();
-        message
-            .source
-            .and_then(|id| self.sources.observe(now, id, offers_load, init))
+        let id = message.source?;
+        let source = self.sources.observe(now, id, offers_load, init)?;
+        if offers_load && self.fairness == Fairness::MaxMin {
+            // Bounded by the active-source table: only sources it holds are counted.
+            self.demand.entry(id).or_insert((0, None, None)).0 += 1;
+        }
+        Some(source)
+    }
+
+    /// Folds the session counts since the last sample into each source's rate, and
+    /// forgets sources that are no longer active.
+    fn sample_demand(&mut self, now: Time) {
+        let elapsed = now - self.demand_sampled;
+        if elapsed < DEMAND_INTERVAL {
+            return;
+        }
+        self.demand_sampled = now;
+        let secs = elapsed.as_secs_f64();
+        let sources = &self.sources;
+        self.demand.retain(|id, _| sources.contains(*id));
+        for (count, rate, _) in self.demand.values_mut() {
+            let sample = *count as f64 / secs;
+            *rate = Some(rate.map_or(sample, |r| r + DEMAND_WEIGHT * (sample - r)));
+            *count = 0;
+        }
     }
 
     /// Stores a fed-forward load; values that are not finite and non-negative are ignored.
@@ -130,9 +194,32 @@ impl<S> ReceiverCore<S> {
         }
     }
 
-    /// Every active source's share of capacity under the configured fairness.
+    /// Every active source's share under the configured fairness.
     pub fn shares(&mut self, now: Time) -> Vec<(NeighbourId, f64)> {
         self.sources.expire(now);
+        if self.fairness == Fairness::MaxMin {
+            self.sample_demand(now);
+            let demand = &self.demand;
+            let usage: Vec<fairness::Usage> = self
+                .sources
+                .iter()
+                .map(|(id, _)| {
+                    let d = demand.get(&id);
+                    fairness::Usage {
+                        id,
+                        rate: d.and_then(|d| d.1),
+                        share: d.and_then(|d| d.2),
+                    }
+                })
+                .collect();
+            let shares = fairness::max_min_shares(&usage);
+            for (id, share) in &shares {
+                if let Some(d) = self.demand.get_mut(id) {
+                    d.2 = Some(*share);
+                }
+            }
+            return shares;
+        }
         let loads: Vec<(NeighbourId, Option<f64>)> = self
             .sources
             .iter()
@@ -183,6 +270,27 @@ macro_rules! dispatch {
             AnyFeedbackGenerator::RateOcc($g) => $e,
         }
     };
+}
+
+impl AnyFeedbackGenerator {
+    /// Tells the generator how many messages the RE's queue holds, so that a rate's delay
+    /// budget never asks for more queue than there is ([`QUEUE_BUDGET_SHARE`]).
+    #[must_use]
+    pub fn with_queue_capacity(mut self, messages: usize) -> Self {
+        match &mut self {
+            AnyFeedbackGenerator::RateAbs(g) => g.core.set_queue_capacity(messages),
+            // A window must also cover the sessions in flight on the links (μ times the
+            // round trip), which the queue does not hold: bounded by the queue, windows
+            // starve the pipe over long links (measured: win-cont 0.94 -> 0.82 of capacity
+            // over 47 ms links in front of a 138 ms queue). Windows keep their budgets.
+            AnyFeedbackGenerator::None(_)
+            | AnyFeedbackGenerator::WinDisc(_)
+            | AnyFeedbackGenerator::WinCont(_)
+            | AnyFeedbackGenerator::WinAuto(_)
+            | AnyFeedbackGenerator::RateOcc(_) => {}
+        }
+        self
+    }
 }
 
 impl FeedbackGenerator for AnyFeedbackGenerator {

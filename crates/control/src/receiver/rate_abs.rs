@@ -77,7 +77,7 @@ pub struct RateAbs {
     clock: ControlClock,
     c: Duration,
     min_rate: f64,
-    core: ReceiverCore<()>,
+    pub(crate) core: ReceiverCore<()>,
     total_rate: Option<f64>,
 }
 
@@ -113,7 +113,7 @@ impl RateAbs {
         self.total_rate = Some(target_rate(
             mu,
             d_q,
-            self.budget_delay.as_secs_f64(),
+            self.core.bounded(self.budget_delay),
             self.c.as_secs_f64(),
             self.min_rate,
         ));

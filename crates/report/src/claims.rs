@@ -1,0 +1,335 @@
+//! What a sampled-topology experiment shows: for every control, the share of topologies on
+//! which each claim holds and the worst cases, each judged against no control on the same
+//! topology (the variant whose algorithm is `none`).
+//!
+//! The claims:
+//! - `no-harm`: offered less than 0.95 of capacity (less than `C_T` for a control that
+//!   holds the CPU at `C_T`, the PI and OCC), goodput at least 0.98 of no control's.
+//! - `no-delay`: on the same topologies, setup delay p50 at most 5 ms above no control's.
+//! - `overload`: offered 1x or more, goodput at least 0.9 of capacity over lossless links
+//!   and 0.85 over lossy ones. A local control pays for every rejection on the RE's own
+//!   processor, so no local control can reach that once the rejections alone fill it: for
+//!   local controls the requirement is that share of De Cicco et al.'s optimal goodput
+//!   `g_opt(r)` at the run's `β` and the control's `C_T` (1 when it has none).
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use sluice_control::optimal::optimal_goodput;
+use sluice_control::Algorithm;
+use sluice_sim::experiment::{Experiment, RunPoint};
+use sluice_sim::RunReport;
+
+use crate::files::{csv_field, write};
+use crate::plot::{line_chart, Axes, Series};
+
+/// Below this share of capacity a control must do no harm (unless it targets less CPU).
+pub const NO_HARM_BELOW: f64 = 0.95;
+/// Goodput a control keeps below capacity, as a share of no control's.
+pub const NO_HARM_SHARE: f64 = 0.98;
+/// Setup delay p50 a control may add below capacity, milliseconds.
+pub const NO_DELAY_MS: f64 = 5.0;
+/// Goodput from 1x on, lossless and lossy links.
+pub const OVERLOAD_LOSSLESS: f64 = 0.9;
+pub const OVERLOAD_LOSSY: f64 = 0.85;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Claim {
+    NoHarm,
+    NoDelay,
+    Overload,
+}
+
+impl Claim {
+    pub const ALL: [Claim; 3] = [Claim::NoHarm, Claim::NoDelay, Claim::Overload];
+    pub fn name(self) -> &'static str {
+        match self {
+            Claim::NoHarm => "no-harm",
+            Claim::NoDelay => "no-delay",
+            Claim::Overload => "overload",
+        }
+    }
+}
+
+/// One claim judged on one topology.
+#[derive(Clone, Debug)]
+pub struct Verdict {
+    pub topology: usize,
+    pub value: f64,
+    pub required: f64,
+    /// `value - required` for goodput claims, `required - value` for delay: below 0 fails.
+    pub margin: f64,
+}
+
+impl Verdict {
+    pub fn holds(&self) -> bool {
+        self.margin >= -1e-9
+    }
+}
+
+/// Every verdict of one variant and claim.
+#[derive(Clone, Debug)]
+pub struct ClaimResult {
+    pub variant: String,
+    pub algorithm: Algorithm,
+    pub claim: Claim,
+    /// Worst first.
+    pub verdicts: Vec<Verdict>,
+}
+
+impl ClaimResult {
+    pub fn holding(&self) -> usize {
+        self.verdicts.iter().filter(|v| v.holds()).count()
+    }
+    pub fn share(&self) -> f64 {
+        if self.verdicts.is_empty() {
+            f64::NAN
+        } else {
+            self.holding() as f64 / self.verdicts.len() as f64
+        }
+    }
+}
+
+/// The CPU share a control holds the RE at, when it targets one.
+fn target_cpu(p: &RunPoint) -> Option<f64> {
+    let c = &p.scenario.re.control;
+    match c.algorithm {
+        Algorithm::Pi => Some(c.pi.target_cpu),
+        Algorithm::Occ => Some(c.occ.target_cpu),
+        _ => None,
+    }
+}
+
+fn no_harm_limit(p: &RunPoint) -> f64 {
+    target_cpu(p).map_or(NO_HARM_BELOW, |t| t.min(NO_HARM_BELOW))
+}
+
+/// Every claim for every variant but the reference; `Err` when there is no variant
+/// without control to judge against.
+pub fn evaluate(e: &Experiment, reports: &[RunReport]) -> Result<Vec<ClaimResult>, String> {
+    let runs: Vec<(&RunPoint, &RunReport)> = e.points.iter().zip(reports).collect();
+    let reference = runs
+        .iter()
+        .find(|(p, _)| p.scenario.re.control.algorithm == Algorithm::None)
+        .map(|(p, _)| p.variant.clone())
+        .ok_or_else(|| {
+            format!(
+                "{}: a sampled experiment needs a variant without control to judge against",
+                e.name
+            )
+        })?;
+    // Topologies are numbered: x is a whole number.
+    let baseline = |x: f64| {
+        runs.iter()
+            .find(|(p, _)| p.variant == reference && (p.x - x).abs() < 0.5)
+            .map(|(_, r)| *r)
+    };
+    let mut out = Vec::new();
+    for variant in e.variants.iter().filter(|v| **v != reference) {
+        let mine: Vec<&(&RunPoint, &RunReport)> =
+            runs.iter().filter(|(p, _)| &p.variant == variant).collect();
+        let Some(algorithm) = mine.first().map(|(p, _)| p.scenario.re.control.algorithm) else {
+            continue;
+        };
+        for claim in Claim::ALL {
+            let mut verdicts = Vec::new();
+            for (p, r) in &mine {
+                let Some(none) = baseline(p.x) else { continue };
+                let topology = p.x as usize;
+                let below = p.offered_load < no_harm_limit(p);
+                let verdict = match claim {
+                    Claim::NoHarm if below => {
+                        let required = NO_HARM_SHARE * none.goodput;
+                        Some((r.goodput, required, r.goodput - required))
+                    }
+                    Claim::NoDelay if below => {
+                        let required = none.setup_delay_p50_ms + NO_DELAY_MS;
+                        let value = r.setup_delay_p50_ms;
+                        Some((value, required, required - value))
+                    }
+                    Claim::Overload if p.offered_load >= 1.0 => {
+                        let share = if p.scenario.link.loss > 0.0 {
+                            OVERLOAD_LOSSY
+                        } else {
+                            OVERLOAD_LOSSLESS
+                        };
+                        let required = if algorithm.is_local() {
+                            let bound = optimal_goodput(
+                                p.offered_load,
+                                r.beta,
+                                target_cpu(p).unwrap_or(1.0),
+                            );
+                            share * if bound.is_finite() { bound } else { 1.0 }
+                        } else {
+                            share
+                        };
+                        Some((r.goodput, required, r.goodput - required))
+                    }
+                    _ => None,
+                };
+                if let Some((value, required, margin)) = verdict {
+                    verdicts.push(Verdict {
+                        topology,
+                        value,
+                        required,
+                        margin,
+                    });
+                }
+            }
+            verdicts.sort_by(|a, b| {
+                a.margin
+                    .total_cmp(&b.margin)
+                    .then(a.topology.cmp(&b.topology))
+            });
+            out.push(ClaimResult {
+                variant: variant.clone(),
+                algorithm,
+                claim,
+                verdicts,
+            });
+        }
+    }
+    Ok(out)
+}
+
+/// Worst cases kept per variant and claim in `worst.csv`.
+pub const WORST_KEPT: usize = 3;
+
+/// One row per topology: what was drawn for it.
+fn topologies_csv(e: &Experiment) -> String {
+    let mut csv = String::from(
+        "topology,offered_load,sources,shares,holding_time_s,re_service_mps,queue_capacity,link_delay_ms,link_loss,seed\n",
+    );
+    let first = e.variants.first();
+    for p in e.points.iter().filter(|p| Some(&p.variant) == first) {
+        let s = &p.scenario;
+        let shares: Vec<String> = s
+            .sources
+            .iter()
+            .map(|x| format!("{:.3}", x.share))
+            .collect();
+        let _ = writeln!(
+            csv,
+            "{},{:.4},{},{},{:.1},{:.1},{},{:.2},{:.5},{}",
+            p.x,
+            s.offered_load,
+            s.sources.len(),
+            shares.join(" "),
+            s.call.holding_time_s,
+            1.0e6 / s.re.cost_forward_us,
+            s.re.queue_capacity,
+            s.link.delay_ms,
+            s.link.loss,
+            p.seed,
+        );
+    }
+    csv
+}
+
+/// What a plot shows of a verdict: goodput over the requirement (1 is the line a control
+/// must stay on or above; capped at 2), or the delay added to no control's (5 ms is the
+/// line to stay under). Verdicts that require nothing are left out.
+fn plotted(claim: Claim, v: &Verdict) -> Option<f64> {
+    match claim {
+        Claim::NoDelay => Some((v.value - (v.required - NO_DELAY_MS)).max(0.0)),
+        _ if v.required > 0.0 => Some((v.value / v.required).min(2.0)),
+        _ => None,
+    }
+}
+
+/// `claims.csv` (a row per variant and claim), `worst.csv` (the worst topologies of each,
+/// with what they were) and one plot per claim: each variant's verdicts sorted worst
+/// first ([`plotted`]).
+pub fn write_claims(out: &Path, e: &Experiment, results: &[ClaimResult]) -> Result<(), String> {
+    let mut claims = String::from(
+        "variant,algorithm,claim,topologies,holding,share_holding,worst_topology,worst_value,worst_required\n",
+    );
+    let mut worst = String::from(
+        "variant,claim,topology,offered_load,sources,holding_time_s,re_service_mps,queue_capacity,link_delay_ms,link_loss,value,required,holds\n",
+    );
+    for c in results {
+        let first = c.verdicts.first();
+        let _ = writeln!(
+            claims,
+            "{},{},{},{},{},{:.4},{},{:.4},{:.4}",
+            csv_field(&c.variant),
+            c.algorithm,
+            c.claim.name(),
+            c.verdicts.len(),
+            c.holding(),
+            c.share(),
+            first.map_or(String::new(), |v| v.topology.to_string()),
+            first.map_or(f64::NAN, |v| v.value),
+            first.map_or(f64::NAN, |v| v.required),
+        );
+        for v in c.verdicts.iter().take(WORST_KEPT) {
+            let s = &e.points[e
+                .points
+                .iter()
+                .position(|p| p.variant == c.variant && p.x as usize == v.topology)
+                .unwrap_or(0)]
+            .scenario;
+            let _ = writeln!(
+                worst,
+                "{},{},{},{:.4},{},{:.1},{:.1},{},{:.2},{:.5},{:.4},{:.4},{}",
+                csv_field(&c.variant),
+                c.claim.name(),
+                v.topology,
+                s.offered_load,
+                s.sources.len(),
+                s.call.holding_time_s,
+                1.0e6 / s.re.cost_forward_us,
+                s.re.queue_capacity,
+                s.link.delay_ms,
+                s.link.loss,
+                v.value,
+                v.required,
+                v.holds(),
+            );
+        }
+    }
+    write(&out.join("claims.csv"), &claims)?;
+    write(&out.join("topologies.csv"), &topologies_csv(e))?;
+    write(&out.join("worst.csv"), &worst)?;
+    for claim in Claim::ALL {
+        let series: Vec<Series> = results
+            .iter()
+            .filter(|c| c.claim == claim && !c.verdicts.is_empty())
+            .map(|c| {
+                let shown: Vec<f64> = c
+                    .verdicts
+                    .iter()
+                    .filter_map(|v| plotted(claim, v))
+                    .collect();
+                let n = shown.len() as f64;
+                Series {
+                    label: c.variant.clone(),
+                    points: shown
+                        .iter()
+                        .enumerate()
+                        .map(|(i, y)| ((i as f64 + 0.5) / n, *y))
+                        .collect(),
+                }
+            })
+            .collect();
+        let y_label = if claim == Claim::NoDelay {
+            "Setup delay p50 added to no control's (ms), worst first"
+        } else {
+            "Goodput / required goodput, worst first"
+        };
+        let title = format!("{}: claim {}", e.title, claim.name());
+        let axes = Axes {
+            title: &title,
+            x_label: "Share of topologies",
+            y_label,
+            y_max: 0.0,
+        };
+        line_chart(
+            &out.join(format!("{}-{}.svg", e.name, claim.name())),
+            &axes,
+            &series,
+            None,
+        )?;
+    }
+    Ok(())
+}
