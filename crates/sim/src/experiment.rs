@@ -121,6 +121,23 @@ struct ExperimentFile {
     plot: PlotSpec,
 }
 
+impl ExperimentFile {
+    fn into_experiment(self, x_name: String, points: Vec<RunPoint>) -> Experiment {
+        Experiment {
+            name: self.name,
+            title: self.title,
+            paper: self.paper,
+            figure: self.figure,
+            expectation: self.expectation,
+            kind: self.kind,
+            plot: self.plot,
+            x_name,
+            variants: self.variant.into_iter().map(|v| v.label).collect(),
+            points,
+        }
+    }
+}
+
 /// A parsed, validated experiment.
 #[derive(Clone, Debug)]
 pub struct Experiment {
@@ -290,18 +307,8 @@ impl Experiment {
                 }
             }
         }
-        Ok(Experiment {
-            name: file.name,
-            title: file.title,
-            paper: file.paper,
-            figure: file.figure,
-            expectation: file.expectation,
-            kind: file.kind,
-            plot: file.plot,
-            x_name: default_parameter.unwrap_or_else(|| "offered_load".into()),
-            variants: file.variant.into_iter().map(|v| v.label).collect(),
-            points,
-        })
+        let x_name = default_parameter.unwrap_or_else(|| "offered_load".into());
+        Ok(file.into_experiment(x_name, points))
     }
 }
 
@@ -371,18 +378,7 @@ fn sampled(file: ExperimentFile, overrides: &Overrides) -> Result<Experiment, St
             });
         }
     }
-    Ok(Experiment {
-        name: file.name,
-        title: file.title,
-        paper: file.paper,
-        figure: file.figure,
-        expectation: file.expectation,
-        kind: Kind::Sample,
-        plot: file.plot,
-        x_name: "topology".into(),
-        variants: file.variant.into_iter().map(|v| v.label).collect(),
-        points,
-    })
+    Ok(file.into_experiment("topology".into(), points))
 }
 
 /// A whole number as a TOML integer (so it fits integer fields), anything else as a float.
