@@ -241,20 +241,22 @@ impl SampleSpec {
         // The RE keeps the base's cost ratio of a 503 to a forwarded message (β).
         let forward_us = 1.0e6 / service;
         let reject_us = base.re.cost_reject_us * forward_us / base.re.cost_forward_us;
-        let warmup = (self.warmup_holding_times * holding).max(self.min_warmup_s);
         let seed = splitmix(self.seed ^ splitmix(u64::from(index) + 1));
 
         let round = |v: f64, digits: i32| {
             let k = 10f64.powi(digits);
             (v * k).round() / k
         };
+        // The warm-up follows the holding time the run gets (rounded as written).
+        let holding = round(holding, 1);
+        let warmup = (self.warmup_holding_times * holding).max(self.min_warmup_s);
         let mut table = toml::Table::new();
         let float = |v: f64| toml::Value::Float(v);
         table.insert("offered_load".into(), float(round(load, 4)));
-        table.insert("warmup_s".into(), float(round(warmup, 1)));
+        table.insert("warmup_s".into(), float(round(warmup, 3)));
         table.insert(
             "duration_s".into(),
-            float(round(warmup + self.measure_s, 1)),
+            float(round(warmup + self.measure_s, 3)),
         );
         let sources: toml::value::Array = shares
             .iter()
@@ -275,7 +277,7 @@ impl SampleSpec {
         re.insert("invite_queue_capacity".into(), queue);
         table.insert("re".into(), toml::Value::Table(re));
         let mut call = toml::Table::new();
-        call.insert("holding_time_s".into(), float(round(holding, 1)));
+        call.insert("holding_time_s".into(), float(holding));
         table.insert("call".into(), toml::Value::Table(call));
         let mut link = toml::Table::new();
         link.insert("delay_ms".into(), float(round(delay, 2)));
