@@ -241,7 +241,8 @@ impl SampleSpec {
         // The RE keeps the base's cost ratio of a 503 to a forwarded message (β).
         let forward_us = 1.0e6 / service;
         let reject_us = base.re.cost_reject_us * forward_us / base.re.cost_forward_us;
-        let seed = splitmix(self.seed ^ splitmix(u64::from(index) + 1));
+        // 63 bits: a TOML integer is an i64.
+        let seed = splitmix(self.seed ^ splitmix(u64::from(index) + 1)) >> 1;
 
         let round = |v: f64, digits: i32| {
             let k = 10f64.powi(digits);

@@ -131,10 +131,46 @@ fn overloaded_server_settles_at_the_cpu_target_and_the_queue_set_point() {
     assert!(pi.rejected() > 0 && pi.forwarded() > 0);
 }
 
+/// The paper's controller: the queue loop always paces the drain.
+fn paper() -> PiConfig {
+    PiConfig {
+        work_conserving: false,
+        ..PiConfig::default()
+    }
+}
+
+#[test]
+fn work_conserving_below_the_target_adds_no_queueing_delay() {
+    // As the next test, but sluice's default: nothing waits for the queue loop.
+    let mut pi = DualLoopPi::new(&PiConfig::default(), 800, 5, Time::ZERO);
+    let trace = closed_loop(
+        &mut pi,
+        Duration::from_millis(20),
+        Duration::from_millis(2),
+        Duration::from_millis(1),
+        Duration::from_secs(20),
+    );
+    assert_eq!(pi.rejected(), 0);
+    assert!(pi.unpaced());
+    let q = mean(&trace.queue[1000..]);
+    assert!(q < 0.1, "q = {q}");
+    assert!(
+        trace.longest_wait <= Duration::from_millis(3),
+        "{:?}",
+        trace.longest_wait
+    );
+    // The queue loop tracks the arrival rate, ready to take over without a bump.
+    assert!(
+        (pi.drain_rate() - 50.0).abs() < 10.0,
+        "u = {}",
+        pi.drain_rate()
+    );
+}
+
 #[test]
 fn an_underloaded_server_rejects_nothing_and_adds_about_t_q_of_delay() {
     // 50 INVITEs/s, 2 ms each: C = 0.1, far below C_T.
-    let mut pi = DualLoopPi::new(&PiConfig::default(), 800, 5, Time::ZERO);
+    let mut pi = DualLoopPi::new(&paper(), 800, 5, Time::ZERO);
     let trace = closed_loop(
         &mut pi,
         Duration::from_millis(20),
@@ -155,7 +191,7 @@ fn a_set_point_beyond_the_queue_is_capped_so_the_queue_still_drains() {
     // of reach, and the queue loop would stop draining a full queue. Capped at q_M / 2 = 10
     // the worker (0.1 ms an INVITE, C = 0.1) keeps up; only the start-up drops (249 here;
     // uncapped, 19,974 of the 20,000 were dropped).
-    let mut pi = DualLoopPi::new(&PiConfig::default(), 20, 5, Time::ZERO);
+    let mut pi = DualLoopPi::new(&paper(), 20, 5, Time::ZERO);
     let trace = closed_loop(
         &mut pi,
         Duration::from_millis(1),
@@ -270,7 +306,7 @@ fn conditional_integration_still_integrates_back_out_of_the_clamp() {
 fn a_stalled_worker_does_not_wind_up_the_drain_rate() {
     // 100 INVITEs/s pile up for 10 s while the worker takes nothing: q ≫ q_T, so u
     // wants to rise, but the unused budget says the drain is saturated.
-    let mut pi = DualLoopPi::new(&PiConfig::default(), 800, 5, Time::ZERO);
+    let mut pi = DualLoopPi::new(&paper(), 800, 5, Time::ZERO);
     let mut queued = 0usize;
     for k in 0..10_000u64 {
         let t = Time::from_millis(k);
@@ -295,7 +331,7 @@ fn a_stalled_worker_does_not_wind_up_the_drain_rate() {
 
 #[test]
 fn drain_budget_accrues_at_u_and_is_capped() {
-    let mut pi = DualLoopPi::new(&PiConfig::default(), 800, 5, Time::ZERO);
+    let mut pi = DualLoopPi::new(&paper(), 800, 5, Time::ZERO);
     // Nothing to drain before any control action.
     assert_eq!(pi.drain_budget(Time::from_millis(5)), 0);
     assert_eq!(pi.next_drain(Time::from_millis(5)), None);
