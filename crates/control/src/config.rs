@@ -188,6 +188,12 @@ pub struct ControlConfig {
     /// `receiver::QUEUE_BUDGET_SHARE`); `false` runs the paper's budget as configured,
     /// whatever the queue.
     pub queue_bounded_budget: bool,
+    /// An RE running a feedback algorithm also rejects new INVITEs itself while its queue
+    /// is past the threshold marks (`threshold`, 80/60 % of the queue by default). Feedback
+    /// acts a round trip late and a window can overshoot a short queue; a 503 then costs
+    /// the RE less than the drops and retransmissions of a full queue. `false`: the
+    /// papers' RE, which only feeds back.
+    pub backstop: bool,
     pub estimator: EstimatorConfig,
     pub active_sources: ActiveSourceConfig,
     pub threshold: ThresholdConfig,
@@ -210,6 +216,7 @@ impl Default for ControlConfig {
             seed: 0,
             fairness: Fairness::default(),
             queue_bounded_budget: true,
+            backstop: true,
             estimator: EstimatorConfig::default(),
             active_sources: ActiveSourceConfig::default(),
             threshold: ThresholdConfig::default(),
@@ -237,8 +244,9 @@ impl ControlConfig {
     }
 
     /// The proxy's receive-stage policy: the local control for `threshold`, `ohta`, `occ`,
-    /// `red`, `pi` and `latency-bucket`, otherwise admit everything (the driver's bounded
-    /// queue drops when full). Timers start at `now`; `watched_queue_capacity` is the
+    /// `red`, `pi` and `latency-bucket`, the threshold backstop for a feedback algorithm
+    /// (unless `backstop` is off), otherwise admit everything (the driver's bounded queue
+    /// drops when full). Timers start at `now`; `watched_queue_capacity` is the
     /// capacity of the queue the policy watches (the INVITE queue `q_M` when the driver
     /// splits its queues): the PI's queue loop caps its set-point with it, and the
     /// threshold and Ohta watermarks default to shares of it.
@@ -267,6 +275,18 @@ impl ControlConfig {
             )),
             Algorithm::LatencyBucket => {
                 AnyLocalAdmission::LatencyBucket(LatencyBucket::new(&self.latency_bucket, now))
+            }
+            Algorithm::WinDisc
+            | Algorithm::WinCont
+            | Algorithm::WinAuto
+            | Algorithm::RateAbs
+            | Algorithm::RateOcc
+                if self.backstop =>
+            {
+                AnyLocalAdmission::Threshold(ThresholdRejection::new(
+                    &self.threshold,
+                    watched_queue_capacity,
+                ))
             }
             Algorithm::None
             | Algorithm::WinDisc
@@ -413,10 +433,29 @@ mod tests {
             let g = cfg.build_feedback_generator(Time::ZERO);
             assert_eq!(g.metrics().active_sources, 0);
             let local = cfg.build_local_admission(Time::ZERO, 800);
+            // A feedback algorithm's RE keeps the threshold as its backstop.
+            let expected_backstop = !a.is_local();
             assert_eq!(
                 matches!(local, AnyLocalAdmission::AdmitAll(_)),
-                !a.is_local() || a == Algorithm::None,
+                a == Algorithm::None,
                 "{a}"
+            );
+            assert_eq!(
+                matches!(local, AnyLocalAdmission::Threshold(_)),
+                a == Algorithm::Threshold || expected_backstop,
+                "{a}"
+            );
+            let without = ControlConfig {
+                backstop: false,
+                ..cfg.clone()
+            };
+            assert_eq!(
+                matches!(
+                    without.build_local_admission(Time::ZERO, 800),
+                    AnyLocalAdmission::AdmitAll(_)
+                ),
+                !a.is_local() || a == Algorithm::None,
+                "{a} without a backstop"
             );
         }
     }
@@ -471,8 +510,12 @@ mod tests {
             assert!(!matches!(built, AnyLocalAdmission::AdmitAll(_)), "{name}");
         }
         for a in [Algorithm::None, Algorithm::WinCont, Algorithm::RateOcc] {
+            let cfg = ControlConfig {
+                backstop: false,
+                ..ControlConfig::for_algorithm(a)
+            };
             assert!(matches!(
-                ControlConfig::for_algorithm(a).build_local_admission(Time::ZERO, 800),
+                cfg.build_local_admission(Time::ZERO, 800),
                 AnyLocalAdmission::AdmitAll(_)
             ));
         }

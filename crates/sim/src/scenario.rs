@@ -260,14 +260,21 @@ impl Scenario {
     /// 500 messages a second (2 ms each) and answers a new INVITE with 503 in 1/3000 s; no
     /// control. As in the papers' servers, every retransmission reaches the processor.
     pub fn paper_re() -> ProxyConfig {
-        ProxyConfig {
+        let mut re = ProxyConfig {
             queue_capacity: 500,
             cost_forward_us: 2000.0,
             cost_reject_us: 1.0e6 / 3000.0,
             cost_other_us: None,
             drop_waiting_retransmissions: false,
             ..ProxyConfig::default()
-        }
+        };
+        // The papers' controllers as published, without sluice's additions: no threshold
+        // backstop behind the feedback, rate-abs's budget as configured, the PI's queue
+        // loop pacing from the first INVITE.
+        re.control.backstop = false;
+        re.control.queue_bounded_budget = false;
+        re.control.pi.work_conserving = false;
+        re
     }
 
     /// The paper's SEs (§4.2): infinite capacity (no emulated cost), enforcing feedback as

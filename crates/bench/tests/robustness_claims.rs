@@ -1,0 +1,237 @@
+//! Short, seeded replays of topologies unlike the papers' where the controls as published fail
+//! and sluice's RE holds (`experiments/sampled-topologies.toml` finds them at length), and a
+//! small topology sample on which every feedback control keeps every claim. The papers' RE is
+//! the simulator's default; sluice's additions are turned on by name.
+
+use sluice_report::claims::{evaluate, Claim};
+use sluice_sim::experiment::{Experiment, Overrides};
+use sluice_sim::{run, RunReport};
+
+/// Every point of an experiment's text, run: (variant, report), in point order.
+fn runs(text: &str) -> Vec<(String, RunReport)> {
+    let e = Experiment::from_toml(text, &Overrides::default()).unwrap();
+    e.points
+        .iter()
+        .map(|p| (p.variant.clone(), run(&p.scenario)))
+        .collect()
+}
+
+fn of<'a>(runs: &'a [(String, RunReport)], variant: &str) -> &'a RunReport {
+    &runs.iter().find(|(v, _)| v == variant).unwrap().1
+}
+
+#[test]
+fn a_rate_budget_held_to_a_short_queue_keeps_goodput_at_nine_times_capacity() {
+    // One SE, 9x, an RE of 2,074 messages/s in front of 161 messages (78 ms of work):
+    // D_B = 200 ms overflows the queue, and the retransmissions take the RE.
+    let r = runs(
+        r#"
+name = "short-queue"
+title = "rate-abs in front of a short queue"
+[base]
+duration_s = 50
+warmup_s = 20
+call = { holding_time_s = 10 }
+sources = [{ name = "UA1" }]
+link = { delay_ms = 15.1 }
+re = { cost_forward_us = 482.09, cost_reject_us = 80.35, queue_capacity = 161 }
+[sweep]
+offered_load = [9.0]
+[[variant]]
+label = "paper"
+scenario = { re = { control = { algorithm = "rate-abs" } } }
+[[variant]]
+label = "sluice"
+scenario = { re = { control = { algorithm = "rate-abs", queue_bounded_budget = true } } }
+"#,
+    );
+    let (paper, sluice) = (of(&r, "paper"), of(&r, "sluice"));
+    assert!(
+        paper.goodput < 0.3,
+        "the published budget: {}",
+        paper.goodput
+    );
+    assert!(
+        sluice.goodput > 0.9,
+        "held to the queue: {}",
+        sluice.goodput
+    );
+    assert!(sluice.retrans_ratio < 0.01, "{}", sluice.retrans_ratio);
+}
+
+#[test]
+fn the_backstop_keeps_windows_over_long_links_from_collapsing() {
+    // Three SEs 47 ms away offering 2.78x to an RE of 4,642 messages/s whose queue holds
+    // 71 ms of work: the windows overshoot it by what is in flight.
+    let r = runs(
+        r#"
+name = "long-links"
+title = "windows over long links"
+[base]
+duration_s = 50
+warmup_s = 20
+call = { holding_time_s = 10 }
+link = { delay_ms = 46.9 }
+re = { cost_forward_us = 215.41, cost_reject_us = 35.9, queue_capacity = 332 }
+[sweep]
+offered_load = [2.78]
+[[variant]]
+label = "win-disc paper"
+scenario = { re = { control = { algorithm = "win-disc" } } }
+[[variant]]
+label = "win-disc sluice"
+scenario = { re = { control = { algorithm = "win-disc", backstop = true } } }
+[[variant]]
+label = "win-cont paper"
+scenario = { re = { control = { algorithm = "win-cont" } } }
+[[variant]]
+label = "win-cont sluice"
+scenario = { re = { control = { algorithm = "win-cont", backstop = true } } }
+"#,
+    );
+    for algorithm in ["win-disc", "win-cont"] {
+        let paper = of(&r, &format!("{algorithm} paper"));
+        let sluice = of(&r, &format!("{algorithm} sluice"));
+        assert!(
+            paper.goodput < 0.1,
+            "{algorithm} as published: {}",
+            paper.goodput
+        );
+        assert!(
+            sluice.goodput > 0.5,
+            "{algorithm} with the backstop: {}",
+            sluice.goodput
+        );
+        assert!(
+            sluice.retrans_ratio < paper.retrans_ratio / 5.0,
+            "{algorithm}"
+        );
+    }
+}
+
+#[test]
+fn below_its_target_the_pi_adds_no_setup_delay() {
+    let r = runs(
+        r#"
+name = "pi-idle"
+title = "the PI at half load"
+[base]
+duration_s = 50
+warmup_s = 20
+call = { holding_time_s = 10 }
+link = { delay_ms = 39.5 }
+re = { cost_forward_us = 532.28, cost_reject_us = 88.71, queue_capacity = 112, invite_queue_capacity = 112 }
+[sweep]
+offered_load = [0.5]
+[[variant]]
+label = "none"
+scenario = { re = { control = { algorithm = "none" } } }
+[[variant]]
+label = "paper"
+scenario = { re = { invite_queue = true, control = { algorithm = "pi" } } }
+[[variant]]
+label = "sluice"
+scenario = { re = { invite_queue = true, control = { algorithm = "pi", pi = { work_conserving = true } } } }
+"#,
+    );
+    let none = of(&r, "none").setup_delay_p50_ms;
+    let paper = of(&r, "paper").setup_delay_p50_ms;
+    let sluice = of(&r, "sluice").setup_delay_p50_ms;
+    assert!(paper > none + 30.0, "paced: {paper} ms against {none} ms");
+    assert!(
+        (sluice - none).abs() <= 5.0,
+        "unpaced: {sluice} ms against {none} ms"
+    );
+    assert!(of(&r, "sluice").goodput >= 0.98 * of(&r, "none").goodput);
+}
+
+#[test]
+fn max_min_fairness_gives_unequal_senders_what_they_offer_below_capacity() {
+    // Four SEs with shares 0.94, 0.29, 0.11, 0.13 offer 0.94x: an equal split throttles
+    // the largest while the small ones leave their parts unused.
+    let r = runs(
+        r#"
+name = "unequal"
+title = "rate-abs with unequal senders"
+[base]
+duration_s = 60
+warmup_s = 20
+call = { holding_time_s = 10 }
+link = { delay_ms = 46.9 }
+re = { cost_forward_us = 877.5, cost_reject_us = 146.25, queue_capacity = 157 }
+sources = [{ name = "UA1", share = 0.94 }, { name = "UA2", share = 0.29 }, { name = "UA3", share = 0.11 }, { name = "UA4", share = 0.13 }]
+[sweep]
+offered_load = [0.94]
+[[variant]]
+label = "none"
+scenario = { re = { control = { algorithm = "none" } } }
+[[variant]]
+label = "equal"
+scenario = { re = { control = { algorithm = "rate-abs" } } }
+[[variant]]
+label = "max-min"
+scenario = { re = { control = { algorithm = "rate-abs", fairness = "max-min" } } }
+"#,
+    );
+    let none = of(&r, "none").goodput;
+    let equal = of(&r, "equal").goodput;
+    let max_min = of(&r, "max-min").goodput;
+    assert!(equal < 0.8 * none, "equal split: {equal} against {none}");
+    assert!(max_min > 0.95 * none, "max-min: {max_min} against {none}");
+}
+
+#[test]
+fn on_a_small_topology_sample_every_feedback_control_keeps_every_claim() {
+    let text = r#"
+name = "short-sample"
+title = "a short topology sample"
+kind = "sample"
+[base]
+re = { control = { backstop = true, queue_bounded_budget = true } }
+[sample]
+topologies = 12
+seed = 7
+sources = [1, 4]
+holding_time_s = [5, 15]
+re_service_mps = [200, 600]
+queue_capacity = [100, 400]
+link_delay_ms = [0, 20]
+link_loss = [0, 0.01]
+offered_load = [0.5, 8]
+measure_s = 20
+warmup_holding_times = 1
+min_warmup_s = 5
+[[variant]]
+label = "none"
+scenario = { re = { control = { algorithm = "none" } } }
+[[variant]]
+label = "win-disc"
+scenario = { re = { control = { algorithm = "win-disc" } } }
+[[variant]]
+label = "win-cont"
+scenario = { re = { control = { algorithm = "win-cont" } } }
+[[variant]]
+label = "rate-abs"
+scenario = { re = { control = { algorithm = "rate-abs" } } }
+"#;
+    let e = Experiment::from_toml(text, &Overrides::default()).unwrap();
+    let reports: Vec<RunReport> = e.points.iter().map(|p| run(&p.scenario)).collect();
+    let results = evaluate(&e, &reports).unwrap();
+    assert_eq!(results.len(), 3 * Claim::ALL.len());
+    for c in &results {
+        assert!(
+            !c.verdicts.is_empty(),
+            "{} {}: no topology",
+            c.variant,
+            c.claim.name()
+        );
+        assert_eq!(
+            c.holding(),
+            c.verdicts.len(),
+            "{} {}: worst {:?}",
+            c.variant,
+            c.claim.name(),
+            c.verdicts.first()
+        );
+    }
+}
