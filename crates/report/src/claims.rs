@@ -11,6 +11,9 @@
 //!   processor, so no local control can reach that once the rejections alone fill it: for
 //!   local controls the requirement is that share of De Cicco et al.'s optimal goodput
 //!   `g_opt(r)` at the run's `β` and the control's `C_T` (1 when it has none).
+//! - `answers-admitted`: on every topology, every INVITE a proxy admitted got a final
+//!   response at the caller (the simulator's invariant; the value is the count that did
+//!   not).
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -38,15 +41,22 @@ pub enum Claim {
     NoHarm,
     NoDelay,
     Overload,
+    AnswersAdmitted,
 }
 
 impl Claim {
-    pub const ALL: [Claim; 3] = [Claim::NoHarm, Claim::NoDelay, Claim::Overload];
+    pub const ALL: [Claim; 4] = [
+        Claim::NoHarm,
+        Claim::NoDelay,
+        Claim::Overload,
+        Claim::AnswersAdmitted,
+    ];
     pub fn name(self) -> &'static str {
         match self {
             Claim::NoHarm => "no-harm",
             Claim::NoDelay => "no-delay",
             Claim::Overload => "overload",
+            Claim::AnswersAdmitted => "answers-admitted",
         }
     }
 }
@@ -165,6 +175,10 @@ pub fn evaluate(e: &Experiment, reports: &[RunReport]) -> Result<Vec<ClaimResult
                         };
                         Some((r.goodput, required, r.goodput - required))
                     }
+                    Claim::AnswersAdmitted => {
+                        let unanswered = r.admitted_unanswered as f64;
+                        Some((unanswered, 0.0, -unanswered))
+                    }
                     _ => None,
                 };
                 if let Some((value, required, margin)) = verdict {
@@ -231,6 +245,7 @@ fn topologies_csv(e: &Experiment) -> String {
 /// line to stay under). Verdicts that require nothing are left out.
 fn plotted(claim: Claim, v: &Verdict) -> Option<f64> {
     match claim {
+        Claim::AnswersAdmitted => None,
         Claim::NoDelay => Some((v.value - (v.required - NO_DELAY_MS)).max(0.0)),
         _ if v.required > 0.0 => Some((v.value / v.required).min(2.0)),
         _ => None,
@@ -291,7 +306,10 @@ pub fn write_claims(out: &Path, e: &Experiment, results: &[ClaimResult]) -> Resu
     write(&out.join("claims.csv"), &claims)?;
     write(&out.join("topologies.csv"), &topologies_csv(e))?;
     write(&out.join("worst.csv"), &worst)?;
-    for claim in Claim::ALL {
+    for claim in Claim::ALL
+        .into_iter()
+        .filter(|c| *c != Claim::AnswersAdmitted)
+    {
         let series: Vec<Series> = results
             .iter()
             .filter(|c| c.claim == claim && !c.verdicts.is_empty())
