@@ -139,10 +139,9 @@ fn paper() -> PiConfig {
     }
 }
 
-#[test]
-fn work_conserving_below_the_target_adds_no_queueing_delay() {
-    // As the next test, but sluice's default: nothing waits for the queue loop.
-    let mut pi = DualLoopPi::new(&PiConfig::default(), 800, 5, Time::ZERO);
+/// 50 INVITEs/s, 2 ms each, for 20 s: C = 0.1, far below C_T.
+fn underloaded(config: &PiConfig) -> (DualLoopPi, Trace) {
+    let mut pi = DualLoopPi::new(config, 800, 5, Time::ZERO);
     let trace = closed_loop(
         &mut pi,
         Duration::from_millis(20),
@@ -150,6 +149,13 @@ fn work_conserving_below_the_target_adds_no_queueing_delay() {
         Duration::from_millis(1),
         Duration::from_secs(20),
     );
+    (pi, trace)
+}
+
+#[test]
+fn work_conserving_below_the_target_adds_no_queueing_delay() {
+    // As the next test, but sluice's default: nothing waits for the queue loop.
+    let (pi, trace) = underloaded(&PiConfig::default());
     assert_eq!(pi.rejected(), 0);
     assert!(pi.unpaced());
     let q = mean(&trace.queue[1000..]);
@@ -169,15 +175,7 @@ fn work_conserving_below_the_target_adds_no_queueing_delay() {
 
 #[test]
 fn an_underloaded_server_rejects_nothing_and_adds_about_t_q_of_delay() {
-    // 50 INVITEs/s, 2 ms each: C = 0.1, far below C_T.
-    let mut pi = DualLoopPi::new(&paper(), 800, 5, Time::ZERO);
-    let trace = closed_loop(
-        &mut pi,
-        Duration::from_millis(20),
-        Duration::from_millis(2),
-        Duration::from_millis(1),
-        Duration::from_secs(20),
-    );
+    let (pi, trace) = underloaded(&paper());
     assert_eq!(pi.rejected(), 0);
     assert!(trace.alpha.iter().all(|a| *a == 0.0));
     let q = mean(&trace.queue[1000..]);
