@@ -80,7 +80,7 @@ fn throttle(cfg: &ControlConfig, se: u64) -> Throttle {
 /// `loads`: each SE's offered sessions as a multiple of the RE's capacity.
 fn run_with(cfg: &ControlConfig, loads: [f64; 3]) -> Outcome {
     let seed = cfg.seed;
-    let mut feedback = cfg.build_feedback_generator(Time::ZERO);
+    let mut feedback = cfg.build_feedback_generator(Time::ZERO, None);
     let mut admission = cfg.build_local_admission(Time::ZERO, QUEUE_LIMIT);
     let mut throttles: Vec<_> = (0..3).map(|i| throttle(cfg, i)).collect();
     let mut rng = ChaCha8Rng::seed_from_u64(seed);

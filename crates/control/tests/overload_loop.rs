@@ -70,7 +70,7 @@ fn run_with(
         seed: 3,
         ..ControlConfig::for_algorithm(algorithm)
     };
-    let mut feedback = cfg.build_feedback_generator(Time::ZERO);
+    let mut feedback = cfg.build_feedback_generator(Time::ZERO, None);
     let mut server = OcServer::new(OcServerConfig {
         supported: server_supports.to_vec(),
         ..OcServerConfig::default()

@@ -304,12 +304,7 @@ impl Hop {
                     let id = NeighbourId(u32::try_from(i).unwrap_or(u32::MAX));
                     hop.neighbours.entry(*n).or_insert(id);
                 }
-                let generator = control.build_feedback_generator(now);
-                hop.generator = Some(if control.queue_bounded_budget {
-                    generator.with_queue_capacity(queue_capacity)
-                } else {
-                    generator
-                });
+                hop.generator = Some(control.build_feedback_generator(now, Some(queue_capacity)));
                 hop.server = Some(OcServer::new(config.server_config(control.algorithm)));
             }
             HopRole::Se => {

@@ -81,12 +81,11 @@ impl Default for SampleSpec {
     }
 }
 
-/// One drawn topology: what the report shows of it, and the table to merge.
+/// One drawn topology: its number, its run seed and the table to merge.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Topology {
     pub index: u32,
     pub seed: u64,
-    pub offered_load: f64,
     pub table: toml::Table,
 }
 
@@ -287,7 +286,6 @@ impl SampleSpec {
         Topology {
             index,
             seed,
-            offered_load: round(load, 4),
             table,
         }
     }
@@ -324,8 +322,8 @@ mod tests {
                     < 1e-9,
                 "the RE's cost ratio is the base's"
             );
-            assert!(t.offered_load < 0.95 || t.offered_load >= 1.0);
-            below += usize::from(t.offered_load < 0.95);
+            assert!(s.offered_load < 0.95 || s.offered_load >= 1.0);
+            below += usize::from(s.offered_load < 0.95);
             lossless += usize::from(s.link.loss == 0.0);
             assert!(s.warmup_s >= 2.0 * s.call.holding_time_s - 0.1);
         }

@@ -76,23 +76,26 @@ pub(crate) struct ReceiverCore<S> {
     pub sources: ActiveSources<S>,
     pub fairness: Fairness,
     sequence: u64,
-    /// The RE's queue in messages, when the driver has said.
-    queue_capacity: Option<f64>,
-    /// Each active source's new sessions since `demand_sampled`, its smoothed rate for
-    /// max-min fairness
-    /// and the share it was last given.
-    demand: BTreeMap<NeighbourId, (u64, Option<f64>, Option<f64>)>,
+    /// What max-min fairness knows of each active source.
+    demand: BTreeMap<NeighbourId, Demand>,
     demand_sampled: Time,
+}
+
+/// One source as max-min fairness tracks it.
+#[derive(Clone, Copy, Debug, Default)]
+struct Demand {
+    /// New sessions since the last sample.
+    sessions: u64,
+    /// Smoothed sessions per second.
+    rate: Option<f64>,
+    /// The share it was last given.
+    share: Option<f64>,
 }
 
 /// How often the sources' session rates are sampled for max-min fairness.
 const DEMAND_INTERVAL: std::time::Duration = std::time::Duration::from_millis(200);
 /// Weight of a new rate sample (about a second of memory at 200 ms samples).
 const DEMAND_WEIGHT: f64 = 0.3;
-
-/// Share of the RE's queue a delay budget may fill: the rest absorbs the Poisson bursts
-/// and the step of feedback lag before a lowered window or rate takes effect.
-pub const QUEUE_BUDGET_SHARE: f64 = 0.5;
 
 impl<S> ReceiverCore<S> {
     pub fn new(
@@ -106,32 +109,9 @@ impl<S> ReceiverCore<S> {
             sources: ActiveSources::new(sources),
             fairness,
             sequence: 0,
-            queue_capacity: None,
             demand: BTreeMap::new(),
             demand_sampled: now,
         }
-    }
-
-    pub fn set_queue_capacity(&mut self, messages: usize) {
-        self.queue_capacity = Some(messages as f64);
-    }
-
-    /// The seconds of work [`QUEUE_BUDGET_SHARE`] of the queue holds at the estimated
-    /// `μ` and `L_sess`, or `None` without a queue capacity or a `μ`.
-    pub fn queue_horizon(&self) -> Option<f64> {
-        let q = self.queue_capacity?;
-        let mu = self.estimator.control_service_rate();
-        let messages_per_session = self.estimator.session_length().max(1.0);
-        (mu > 0.0).then(|| QUEUE_BUDGET_SHARE * q / (messages_per_session * mu))
-    }
-
-    /// A queueing-delay budget (or horizon) in seconds, held to what the queue can hold.
-    /// The papers' `D_B = 200 ms` assumes a queue of a second's work (Shen et al.'s 500
-    /// messages at 2 ms); in front of a queue that holds less, the budget overflows it
-    /// and every drop at the full queue is a retransmission later.
-    pub fn bounded(&self, budget: std::time::Duration) -> f64 {
-        let b = budget.as_secs_f64();
-        self.queue_horizon().map_or(b, |h| b.min(h))
     }
 
     /// Numbers a feedback value; sequence numbers start at 1 and never repeat.
@@ -155,7 +135,7 @@ impl<S> ReceiverCore<S> {
         let source = self.sources.observe(now, id, offers_load, init)?;
         if offers_load && self.fairness == Fairness::MaxMin {
             // Bounded by the active-source table: only sources it holds are counted.
-            self.demand.entry(id).or_insert((0, None, None)).0 += 1;
+            self.demand.entry(id).or_default().sessions += 1;
         }
         Some(source)
     }
@@ -171,10 +151,10 @@ impl<S> ReceiverCore<S> {
         let secs = elapsed.as_secs_f64();
         let sources = &self.sources;
         self.demand.retain(|id, _| sources.contains(*id));
-        for (count, rate, _) in self.demand.values_mut() {
-            let sample = *count as f64 / secs;
-            *rate = Some(rate.map_or(sample, |r| r + DEMAND_WEIGHT * (sample - r)));
-            *count = 0;
+        for d in self.demand.values_mut() {
+            let sample = d.sessions as f64 / secs;
+            d.rate = Some(d.rate.map_or(sample, |r| r + DEMAND_WEIGHT * (sample - r)));
+            d.sessions = 0;
         }
     }
 
@@ -207,15 +187,15 @@ impl<S> ReceiverCore<S> {
                     let d = demand.get(&id);
                     fairness::Usage {
                         id,
-                        rate: d.and_then(|d| d.1),
-                        share: d.and_then(|d| d.2),
+                        rate: d.and_then(|d| d.rate),
+                        share: d.and_then(|d| d.share),
                     }
                 })
                 .collect();
             let shares = fairness::max_min_shares(&usage);
             for (id, share) in &shares {
                 if let Some(d) = self.demand.get_mut(id) {
-                    d.2 = Some(*share);
+                    d.share = Some(*share);
                 }
             }
             return shares;
@@ -270,27 +250,6 @@ macro_rules! dispatch {
             AnyFeedbackGenerator::RateOcc($g) => $e,
         }
     };
-}
-
-impl AnyFeedbackGenerator {
-    /// Tells the generator how many messages the RE's queue holds, so that a rate's delay
-    /// budget never asks for more queue than there is ([`QUEUE_BUDGET_SHARE`]).
-    #[must_use]
-    pub fn with_queue_capacity(mut self, messages: usize) -> Self {
-        match &mut self {
-            AnyFeedbackGenerator::RateAbs(g) => g.core.set_queue_capacity(messages),
-            // A window must also cover the sessions in flight on the links (μ times the
-            // round trip), which the queue does not hold: bounded by the queue, windows
-            // starve the pipe over long links (measured: win-cont 0.94 -> 0.82 of capacity
-            // over 47 ms links in front of a 138 ms queue). Windows keep their budgets.
-            AnyFeedbackGenerator::None(_)
-            | AnyFeedbackGenerator::WinDisc(_)
-            | AnyFeedbackGenerator::WinCont(_)
-            | AnyFeedbackGenerator::WinAuto(_)
-            | AnyFeedbackGenerator::RateOcc(_) => {}
-        }
-        self
-    }
 }
 
 impl FeedbackGenerator for AnyFeedbackGenerator {

@@ -33,6 +33,10 @@ use serde::{Deserialize, Serialize};
 use sluice_time::Time;
 use std::time::Duration;
 
+/// Share of the RE's queue the delay budget may fill when held to it: the rest absorbs the
+/// Poisson bursts and the step of feedback lag before a lowered rate takes effect.
+pub const QUEUE_BUDGET_SHARE: f64 = 0.5;
+
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct RateAbsConfig {
@@ -77,8 +81,10 @@ pub struct RateAbs {
     clock: ControlClock,
     c: Duration,
     min_rate: f64,
-    pub(crate) core: ReceiverCore<()>,
+    core: ReceiverCore<()>,
     total_rate: Option<f64>,
+    /// The RE's queue in messages, when the budget is held to it.
+    queue_capacity: Option<f64>,
 }
 
 impl RateAbs {
@@ -100,6 +106,28 @@ impl RateAbs {
             },
             core: ReceiverCore::new(estimator, sources, fairness, now),
             total_rate: None,
+            queue_capacity: None,
+        }
+    }
+
+    /// Holds `D_B` to [`QUEUE_BUDGET_SHARE`] of the work a queue of `messages` holds.
+    #[must_use]
+    pub fn bounded_by_queue(mut self, messages: usize) -> Self {
+        self.queue_capacity = Some(messages as f64);
+        self
+    }
+
+    /// `D_B` in seconds, held to what the queue can hold at the estimated `μ` and
+    /// `L_sess`. The paper's 200 ms assumes a queue of a second's work (500 messages at
+    /// 2 ms); in front of a queue that holds less, the budget overflows it and every drop
+    /// at the full queue is a retransmission later.
+    fn budget(&self) -> f64 {
+        let b = self.budget_delay.as_secs_f64();
+        let mu = self.core.estimator.control_service_rate();
+        let messages_per_session = self.core.estimator.session_length().max(1.0);
+        match self.queue_capacity {
+            Some(q) if mu > 0.0 => b.min(QUEUE_BUDGET_SHARE * q / (messages_per_session * mu)),
+            _ => b,
         }
     }
 
@@ -113,7 +141,7 @@ impl RateAbs {
         self.total_rate = Some(target_rate(
             mu,
             d_q,
-            self.core.bounded(self.budget_delay),
+            self.budget(),
             self.c.as_secs_f64(),
             self.min_rate,
         ));
