@@ -283,11 +283,7 @@ impl SampleSpec {
         link.insert("delay_ms".into(), float(round(delay, 2)));
         link.insert("loss".into(), float(round(loss, 5)));
         table.insert("link".into(), toml::Value::Table(link));
-        Topology {
-            index,
-            seed,
-            table,
-        }
+        Topology { index, seed, table }
     }
 }
 
