@@ -60,7 +60,7 @@ scenario = { re = { control = { algorithm = "rate-abs", queue_bounded_budget = t
 }
 
 #[test]
-fn the_backstop_keeps_windows_over_long_links_from_collapsing() {
+fn the_backstop_and_the_in_flight_echo_keep_windows_over_long_links_from_collapsing() {
     // Three SEs 47 ms away offering 2.78x to an RE of 4,642 messages/s whose queue holds
     // 71 ms of work: the windows overshoot it by what is in flight.
     let r = runs(
@@ -87,8 +87,26 @@ scenario = { re = { control = { algorithm = "win-cont" } } }
 [[variant]]
 label = "win-cont sluice"
 scenario = { re = { control = { algorithm = "win-cont", backstop = true } } }
+[[variant]]
+label = "win-disc echo"
+scenario = { re = { control = { algorithm = "win-disc", backstop = true }, overload = { server = { window_acks = true } } } }
+[[variant]]
+label = "win-cont echo"
+scenario = { re = { control = { algorithm = "win-cont", backstop = true }, overload = { server = { window_acks = true } } } }
 "#,
     );
+    // Echoing the SEs' count of sessions sent lets them take what is in flight off the
+    // window: no session is counted twice.
+    for (algorithm, at_least) in [("win-disc", 0.75), ("win-cont", 0.9)] {
+        let backstop = of(&r, &format!("{algorithm} sluice"));
+        let echo = of(&r, &format!("{algorithm} echo"));
+        assert!(
+            echo.goodput > at_least && echo.goodput > backstop.goodput + 0.1,
+            "{algorithm} with the in-flight echo: {} (backstop alone {})",
+            echo.goodput,
+            backstop.goodput
+        );
+    }
     for algorithm in ["win-disc", "win-cont"] {
         let paper = of(&r, &format!("{algorithm} paper"));
         let sluice = of(&r, &format!("{algorithm} sluice"));

@@ -190,6 +190,7 @@ fn run_with(
                             algorithm: Some(&algo),
                             validity_ms: Some(validity_ms),
                             seq: Some(seq),
+                            window_ack: None,
                         },
                     );
                 }

@@ -312,11 +312,11 @@ struct InService {
 }
 
 /// RE: the RFC 7339 parameters for one response, owned while the response is built.
-struct OcStamp(Option<[(&'static str, String); 4]>);
+struct OcStamp(Option<crate::hop::StampParams>);
 
 impl OcStamp {
     /// As the codec's `top_via_params` (empty: nothing to add).
-    fn params(&self) -> SmallVec<[(&str, Option<&str>); 4]> {
+    fn params(&self) -> SmallVec<[(&str, Option<&str>); 5]> {
         self.0
             .iter()
             .flatten()

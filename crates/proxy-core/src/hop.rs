@@ -25,7 +25,7 @@ use serde::{Deserialize, Serialize};
 use sluice_control::overload::{
     is_sos_urn, OcAlgorithm, OcClient, OcClientConfig, OcClientStats, OcResponse, OcSequence,
     OcServer, OcServerConfig, OcServerStats, OcVerdict, RequestMethod, RequestTraits,
-    FEED_FORWARD_PARAM,
+    FEED_FORWARD_PARAM, WINDOW_ACK_PARAM, WINDOW_SENT_PARAM,
 };
 use sluice_control::{
     Algorithm, AnyFeedbackGenerator, Completion, ControlConfig, FeedbackGenerator, MessageSummary,
@@ -225,10 +225,29 @@ pub(crate) struct Offer {
     algorithms: SmallVec<[OcAlgorithm; 4]>,
 }
 
+/// The overload parameters added to a response's top Via.
+pub(crate) type StampParams = SmallVec<[(&'static str, String); 5]>;
+
+/// An SE's count of sessions sent starts at wall-clock seconds times this, so that it
+/// grows across restarts faster than any SE sends sessions (2^20 a second).
+const SESSION_COUNT_PER_EPOCH_SECOND: u64 = 1 << 20;
+
+/// A Via parameter's value as a decimal count; `None` when absent or not one.
+fn count_param(via: &sluice_sip::Via<'_>, name: &str) -> Option<u64> {
+    std::str::from_utf8(via.param(name)??).ok()?.parse().ok()
+}
+
 /// The hop-by-hop control state of one proxy.
 pub(crate) struct Hop {
     role: HopRole,
     neighbours: HashMap<SocketAddr, NeighbourId>,
+    /// RE: the `sluice-wsent` of the latest request from each neighbour (echoed with its
+    /// windows). The latest, not the largest: a restarted SE counts from a new base, and
+    /// a retransmission's older count only makes the SE more careful until the next
+    /// request.
+    window_sent: HashMap<NeighbourId, u64>,
+    /// RE: echo `window_sent` (`overload.server.window_acks`).
+    window_acks: bool,
     generator: Option<AnyFeedbackGenerator>,
     server: Option<OcServer>,
     /// Ordered, so what several clients release goes out in the same order every run.
@@ -291,6 +310,8 @@ impl Hop {
         let mut hop = Hop {
             role: config.role,
             neighbours: HashMap::new(),
+            window_sent: HashMap::new(),
+            window_acks: config.server.window_acks,
             generator: None,
             server: None,
             clients: BTreeMap::new(),
@@ -316,7 +337,13 @@ impl Hop {
                 for (i, h) in hops.into_iter().enumerate() {
                     // Stream 0 is the feedback generator's.
                     let stream = i as u64 + 1;
-                    let client = OcClient::new(config.client.clone(), control.seed, stream, now);
+                    let client = OcClient::new(config.client.clone(), control.seed, stream, now)
+                        .with_session_count_base(
+                            config
+                                .server
+                                .epoch_secs
+                                .saturating_mul(SESSION_COUNT_PER_EPOCH_SECOND),
+                        );
                     hop.clients.entry(h).or_insert(client);
                 }
             }
@@ -368,6 +395,11 @@ impl Hop {
                                     })
                                     .unwrap_or_default(),
                             });
+                            if let Some(sent) =
+                                via.as_ref().and_then(|v| count_param(v, WINDOW_SENT_PARAM))
+                            {
+                                self.window_sent.insert(n, sent);
+                            }
                             let ff = via
                                 .as_ref()
                                 .and_then(|v| v.param(FEED_FORWARD_PARAM))
@@ -454,6 +486,7 @@ impl Hop {
                 integer: s.integer,
                 micros: s.micros,
             }),
+            window_ack: count_param(&via, WINDOW_ACK_PARAM),
         };
         client.on_response(now, &response);
     }
@@ -525,11 +558,7 @@ impl Hop {
     /// §5.2): for a participating neighbour, what its algorithm says now, with a fresh
     /// `oc-seq`; nothing for anyone else. Called where the response is made, so it costs
     /// no second parse of the response.
-    pub(crate) fn stamp(
-        &mut self,
-        now: Time,
-        offer: &Offer,
-    ) -> Option<[(&'static str, String); 4]> {
+    pub(crate) fn stamp(&mut self, now: Time, offer: &Offer) -> Option<StampParams> {
         if !offer.participating {
             self.stats.responses_not_participating += 1;
             return None;
@@ -545,7 +574,13 @@ impl Hop {
             return None;
         };
         self.stats.responses_stamped += 1;
-        Some(params.pairs())
+        let mut pairs: StampParams = params.pairs().into_iter().collect();
+        if params.algorithm == OcAlgorithm::SluiceWindow && self.window_acks {
+            if let Some(sent) = self.window_sent.get(&offer.neighbour) {
+                pairs.push((WINDOW_ACK_PARAM, sent.to_string()));
+            }
+        }
+        Some(pairs)
     }
 
     /// RE, output: a copy of an earlier response (a transaction's retransmission, a relayed
@@ -576,7 +611,7 @@ impl Hop {
                 .collect(),
         };
         let pairs = self.stamp(now, &offer)?;
-        let edits: SmallVec<[(&str, Option<&str>); 4]> =
+        let edits: SmallVec<[(&str, Option<&str>); 5]> =
             pairs.iter().map(|(k, v)| (*k, Some(v.as_str()))).collect();
         Some(edit::forward_response(
             &msg,

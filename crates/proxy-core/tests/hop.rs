@@ -202,6 +202,62 @@ fn re_stamps_responses_to_participating_neighbours_only() {
     assert!(s.hop.responses_not_participating >= 300);
 }
 
+/// The `sluice-wack` values on the window responses an RE running win-cont sends back
+/// for INVITEs from `UAC` carrying `sluice-wsent` = each of `sent`, in turn.
+fn window_acks_echoed(window_acks: bool, sent: &[u64]) -> Vec<Option<String>> {
+    let mut cfg = se_config();
+    cfg.overload.role = HopRole::Re;
+    cfg.overload.neighbours = vec![addr(UAC)];
+    cfg.overload.server.window_acks = window_acks;
+    cfg.control.algorithm = "win-cont".parse().unwrap();
+    cfg.validate().unwrap();
+    let mut core = ProxyCore::new(&cfg, addr(PROXY), Time::ZERO);
+    let mut echoed = Vec::new();
+    for (i, n) in sent.iter().enumerate() {
+        let now = Time::from_millis(i as u64 * 10);
+        let params = format!(";oc;oc-algo=\"sluicewin,loss\";sluice-wsent={n}");
+        let out = step(
+            &mut core,
+            now,
+            invite(&format!("w{i}"), UAC, &params).as_bytes(),
+            UAC,
+        );
+        let fwd = out.iter().find(|t| t.to == addr(NEXT)).unwrap();
+        let back = step(
+            &mut core,
+            now,
+            answer(fwd, 200, str::to_owned).as_bytes(),
+            NEXT,
+        );
+        let ok = back
+            .iter()
+            .find(|t| text(t).starts_with("SIP/2.0 200"))
+            .unwrap();
+        let m = Message::parse(ok.payload.clone()).unwrap();
+        let via = m.top_via().unwrap();
+        assert_eq!(via.oc_algo(), vec!["sluicewin".to_owned()]);
+        echoed.push(
+            via.param("sluice-wack")
+                .flatten()
+                .map(|v| String::from_utf8_lossy(v).into_owned()),
+        );
+    }
+    echoed
+}
+
+#[test]
+fn re_echoes_the_latest_count_of_sessions_sent_beside_its_windows() {
+    // The latest, not the largest: a restarted SE counts from a new base, and a
+    // retransmission's older count only makes the SE more careful until the next request.
+    let echoed = window_acks_echoed(true, &[41, 42, 7, 8]);
+    assert_eq!(
+        echoed,
+        ["41", "42", "7", "8"].map(|s| Some(s.to_owned())).to_vec()
+    );
+    // The papers' RE sends the window alone.
+    assert_eq!(window_acks_echoed(false, &[41, 42]), vec![None, None]);
+}
+
 /// An INVITE with a Resource-Priority header (RFC 4412), or to an SOS URN (RFC 5031).
 fn priority_invite(call: &str, from: &str, sos: bool) -> String {
     let plain = invite(call, from, "");

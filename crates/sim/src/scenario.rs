@@ -270,10 +270,12 @@ impl Scenario {
         };
         // The papers' controllers as published, without sluice's additions: no threshold
         // backstop behind the feedback, rate-abs's budget as configured, the PI's queue
-        // loop pacing from the first INVITE.
+        // loop pacing from the first INVITE, windows fed back without the echo that takes
+        // the sessions in flight off them.
         re.control.backstop = false;
         re.control.queue_bounded_budget = false;
         re.control.pi.work_conserving = false;
+        re.overload.server.window_acks = false;
         re
     }
 

@@ -23,6 +23,7 @@ use crate::overload::loss::LossThrottle;
 use crate::overload::rate::RateBucket;
 use crate::overload::{
     OcAlgorithm, OcSequence, Reduction, RequestTraits, FEED_FORWARD_PARAM, SLUICE_RATE_SCALE,
+    WINDOW_SENT_PARAM,
 };
 use crate::types::{Feedback, FeedbackValue, MessageSummary, RequestId, ThrottleVerdict};
 use rand::{Rng, SeedableRng};
@@ -116,6 +117,9 @@ pub struct OcResponse<'a> {
     pub algorithm: Option<&'a str>,
     pub validity_ms: Option<u64>,
     pub seq: Option<OcSequence>,
+    /// `sluice-wack`: the server's echo of the sessions this client had sent when it wrote
+    /// the latest request the server had received ([`crate::overload::WINDOW_ACK_PARAM`]).
+    pub window_ack: Option<u64>,
 }
 
 /// What became of a response's parameters.
@@ -248,6 +252,9 @@ pub struct OcClient {
     next_request: u64,
     /// Held sessions let go when control ended, to hand back before anything else.
     released: std::collections::VecDeque<RequestId>,
+    /// New sessions sent to the server so far, from [`OcClient::with_session_count_base`]:
+    /// written on every request offering windows, echoed by the server.
+    sessions_sent: u64,
     stats: OcClientStats,
 }
 
@@ -282,8 +289,24 @@ impl OcClient {
             feedback_seq: 0,
             next_request: 0,
             released: std::collections::VecDeque::new(),
+            sessions_sent: 0,
             stats: OcClientStats::default(),
         }
+    }
+
+    /// Starts the count of sessions sent at `base`. Give a base that grows across
+    /// restarts faster than sessions are sent (the driver uses wall-clock seconds × 2^20),
+    /// so that a server still holding the count of this client's previous run never
+    /// echoes more than this run has sent.
+    #[must_use]
+    pub fn with_session_count_base(mut self, base: u64) -> Self {
+        self.sessions_sent = base;
+        self
+    }
+
+    /// New sessions sent to the server so far (from the base).
+    pub fn sessions_sent(&self) -> u64 {
+        self.sessions_sent
     }
 
     /// The algorithm currently in force, if any.
@@ -327,6 +350,9 @@ impl OcClient {
             via.push_str(algorithm.token());
         }
         via.push('"');
+        if self.config.algorithms.contains(&OcAlgorithm::SluiceWindow) {
+            let _ = write!(via, ";{WINDOW_SENT_PARAM}={}", self.sessions_sent);
+        }
         if let Some(rate) = self.feed_forward(now) {
             // Three decimals are plenty for a session rate and keep the text short.
             let _ = write!(via, ";{FEED_FORWARD_PARAM}={rate:.3}");
@@ -415,13 +441,13 @@ impl OcClient {
         }
         self.last_seq = Some(seq);
         self.last_seq_at = now;
-        self.apply(now, algorithm, oc);
+        self.apply(now, algorithm, oc, response.window_ack);
         self.expires = Some(now + validity);
         OcUpdate::Applied
     }
 
     /// `oc` is in range for `algorithm` (checked by the caller).
-    fn apply(&mut self, now: Time, algorithm: OcAlgorithm, oc: u64) {
+    fn apply(&mut self, now: Time, algorithm: OcAlgorithm, oc: u64, window_ack: Option<u64>) {
         let small = u32::try_from(oc).unwrap_or(u32::MAX);
         match (&mut self.control, algorithm) {
             (Control::Loss(l), OcAlgorithm::Loss) => l.set_percent(small),
@@ -443,14 +469,20 @@ impl OcClient {
                 ));
             }
             (_, OcAlgorithm::SluiceWindow | OcAlgorithm::SluiceRate) => {
-                self.apply_sluice(now, algorithm, oc);
+                self.apply_sluice(now, algorithm, oc, window_ack);
             }
         }
     }
 
     /// Hands a sluice extension's value to its throttle, starting one if another (or no)
     /// algorithm was in force.
-    fn apply_sluice(&mut self, now: Time, algorithm: OcAlgorithm, oc: u64) {
+    fn apply_sluice(
+        &mut self,
+        now: Time,
+        algorithm: OcAlgorithm,
+        oc: u64,
+        window_ack: Option<u64>,
+    ) {
         let same = matches!(&self.control, Control::Sluice { algorithm: a, .. } if *a == algorithm);
         if !same {
             self.stop();
@@ -468,7 +500,14 @@ impl OcClient {
             };
         }
         let feedback_value = if algorithm == OcAlgorithm::SluiceWindow {
-            FeedbackValue::Window(u32::try_from(oc).unwrap_or(u32::MAX))
+            // The window counts the sessions the server has received; those sent after the
+            // echoed count are still on the way and take their slots from it. An echo above
+            // the count is not this run's (or not the server's): the window stands as sent.
+            let in_flight = window_ack
+                .filter(|&acked| acked <= self.sessions_sent)
+                .map_or(0, |acked| self.sessions_sent - acked);
+            let slots = oc.saturating_sub(in_flight);
+            FeedbackValue::Window(u32::try_from(slots).unwrap_or(u32::MAX))
         } else {
             FeedbackValue::Rate(oc as f64 / SLUICE_RATE_SCALE)
         };
@@ -552,6 +591,9 @@ impl OcClient {
         };
         if pass {
             self.stats.forwarded += 1;
+            if request.starts_session() {
+                self.sessions_sent += 1;
+            }
             OcVerdict::Forward
         } else {
             match rank {
@@ -573,6 +615,8 @@ impl OcClient {
             })?;
         self.stats.released += 1;
         self.stats.forwarded += 1;
+        // Only new sessions are held.
+        self.sessions_sent += 1;
         Some(id)
     }
 

@@ -54,6 +54,10 @@ pub struct OcServerConfig {
     #[serde(rename = "meter_interval_ms", with = "crate::serde_millis")]
     pub meter_interval: Duration,
     pub meter_smoothing_weight: f64,
+    /// Echo a client's count of sessions sent beside each window (`sluice-wack`, see
+    /// [`crate::overload::WINDOW_ACK_PARAM`]), so it can take the sessions in flight off
+    /// the window. `false`: the window alone, as Shen et al. feed it back.
+    pub window_acks: bool,
 }
 
 impl Default for OcServerConfig {
@@ -66,6 +70,7 @@ impl Default for OcServerConfig {
             epoch_secs: 0,
             meter_interval: Duration::from_millis(100),
             meter_smoothing_weight: 0.2,
+            window_acks: true,
         }
     }
 }

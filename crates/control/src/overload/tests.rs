@@ -26,6 +26,7 @@ fn response<'a>(oc: u64, algorithm: &'a str, validity_ms: u64, s: &str) -> OcRes
         algorithm: Some(algorithm),
         validity_ms: Some(validity_ms),
         seq: Some(seq(s)),
+        window_ack: None,
     }
 }
 
@@ -400,6 +401,50 @@ fn window_extension_counts_session_starts_only() {
 }
 
 #[test]
+fn a_window_echo_takes_the_sessions_in_flight_off_the_window() {
+    let mut c = client(&[OcAlgorithm::SluiceWindow]).with_session_count_base(1_000);
+    for _ in 0..5 {
+        assert_eq!(c.admit(Time::ZERO, &INVITE), OcVerdict::Forward);
+    }
+    assert_eq!(c.sessions_sent(), 1_005);
+    let mut via = String::new();
+    c.append_request_params(Time::ZERO, &mut via);
+    assert!(via.contains(";sluice-wsent=1005"), "{via}");
+    let forwarded = |c: &mut OcClient, t| {
+        (0..10)
+            .take_while(|_| c.admit(t, &INVITE) == OcVerdict::Forward)
+            .count()
+    };
+    // The server had received three of the five when it granted 4: the other two are on
+    // the link and take two of the slots.
+    let t = Time::from_millis(1);
+    let acked = OcResponse {
+        window_ack: Some(1_003),
+        ..response(4, "sluicewin", 5_000, "1.0")
+    };
+    assert_eq!(c.on_response(t, &acked), OcUpdate::Applied);
+    assert_eq!(forwarded(&mut c, t), 2);
+    // An echo of more than this client sent (forged, or counted in a run before a
+    // restart) says nothing about the link: the window stands as granted.
+    let beyond = OcResponse {
+        window_ack: Some(5_000),
+        ..response(3, "sluicewin", 5_000, "1.1")
+    };
+    assert_eq!(c.on_response(t, &beyond), OcUpdate::Applied);
+    assert_eq!(forwarded(&mut c, t), 3);
+    // More in flight than granted: nothing passes.
+    let covered = OcResponse {
+        window_ack: Some(1_000),
+        ..response(4, "sluicewin", 5_000, "1.2")
+    };
+    c.on_response(t, &covered);
+    assert_eq!(forwarded(&mut c, t), 0);
+    // No echo (a server without the extension): the paper's window.
+    c.on_response(t, &response(2, "sluicewin", 5_000, "1.3"));
+    assert_eq!(forwarded(&mut c, t), 2);
+}
+
+#[test]
 fn sluicerate_is_enforced_as_the_papers_percentage_of_the_offered_rate() {
     // The client offers 100 sessions/s (one every 10 ms); the server allows 25.5 a
     // second, `oc` in thousandths: a quarter of the sessions should pass (§2.4.2).
@@ -532,7 +577,10 @@ fn client_request_params_render_exactly() {
     }
     let mut via = String::new();
     c.append_request_params(Time::from_millis(100), &mut via);
-    assert_eq!(via, ";oc;oc-algo=\"sluicewin,loss\";sluice-ff=250.000");
+    assert_eq!(
+        via,
+        ";oc;oc-algo=\"sluicewin,loss\";sluice-wsent=25;sluice-ff=250.000"
+    );
     // `loss` MUST be offered (RFC 7339 §4.2): added last when missing. An empty list would
     // break the grammar; a repeated token says nothing new.
     let mut via = String::new();
@@ -731,6 +779,7 @@ fn server_parameters_drive_the_client_end_to_end() {
         algorithm: Some(p.algorithm.token()),
         validity_ms: Some(p.validity_ms),
         seq: OcSequence::parse(&text),
+        window_ack: None,
     };
     assert_eq!(c.on_response(t, &wire), OcUpdate::Applied);
     assert_eq!(c.active(), Some(OcAlgorithm::Rate));
@@ -796,6 +845,7 @@ fn release_parameters_stop_the_client_at_once() {
         algorithm: Some(p.algorithm.token()),
         validity_ms: Some(p.validity_ms),
         seq: Some(p.seq),
+        window_ack: None,
     };
     let p = s
         .response_params(t, SE, &["loss"], fb(1, FeedbackValue::AcceptFraction(0.0)))

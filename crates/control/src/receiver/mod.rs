@@ -27,6 +27,7 @@ use crate::types::{
 };
 use sluice_time::Time;
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 /// The RE side of a feedback loop. See the crate docs for the order a driver calls these in.
 pub trait FeedbackGenerator {
@@ -222,6 +223,30 @@ impl<S> ReceiverCore<S> {
 }
 
 /// A window as carried in feedback: never negative, never beyond `u32`.
+/// Share of the RE's queue a delay budget may fill when held to it: the rest absorbs the
+/// Poisson bursts and the step of feedback lag before a lowered rate or window takes
+/// effect.
+pub const QUEUE_BUDGET_SHARE: f64 = 0.5;
+
+/// `D_B` in seconds, held to [`QUEUE_BUDGET_SHARE`] of the work a queue of `queue`
+/// messages holds at the estimated `μ` and `L_sess` (`None`: the budget as configured).
+/// Shen et al.'s 200 ms assumes a queue of a second's work (500 messages at 2 ms); in
+/// front of a queue that holds less, the budget overflows it and every drop at the full
+/// queue is a retransmission later.
+pub(crate) fn queue_bounded_budget(
+    budget: Duration,
+    estimator: &SessionEstimator,
+    queue: Option<f64>,
+) -> f64 {
+    let b = budget.as_secs_f64();
+    let mu = estimator.control_service_rate();
+    let messages_per_session = estimator.session_length().max(1.0);
+    match queue {
+        Some(q) if mu > 0.0 => b.min(QUEUE_BUDGET_SHARE * q / (messages_per_session * mu)),
+        _ => b,
+    }
+}
+
 pub(crate) fn advertised(window: i64) -> u32 {
     window.clamp(0, i64::from(u32::MAX)) as u32
 }

@@ -22,7 +22,7 @@
 //! completely (the role `f_min` plays in rate-occ); a shut-off SE would send nothing
 //! more, so it might never receive the feedback that reopens it.
 
-use super::{ControlClock, FeedbackGenerator, ReceiverCore, ReceiverMetrics};
+use super::{queue_bounded_budget, ControlClock, FeedbackGenerator, ReceiverCore, ReceiverMetrics};
 use crate::active_sources::ActiveSourceConfig;
 use crate::estimation::{sane_interval, EstimatorConfig};
 use crate::fairness::Fairness;
@@ -32,10 +32,6 @@ use crate::types::{
 use serde::{Deserialize, Serialize};
 use sluice_time::Time;
 use std::time::Duration;
-
-/// Share of the RE's queue the delay budget may fill when held to it: the rest absorbs the
-/// Poisson bursts and the step of feedback lag before a lowered rate takes effect.
-pub const QUEUE_BUDGET_SHARE: f64 = 0.5;
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -110,25 +106,15 @@ impl RateAbs {
         }
     }
 
-    /// Holds `D_B` to [`QUEUE_BUDGET_SHARE`] of the work a queue of `messages` holds.
+    /// Holds `D_B` to the work a queue of `messages` holds ([`queue_bounded_budget`]).
     #[must_use]
     pub fn bounded_by_queue(mut self, messages: usize) -> Self {
         self.queue_capacity = Some(messages as f64);
         self
     }
 
-    /// `D_B` in seconds, held to what the queue can hold at the estimated `μ` and
-    /// `L_sess`. The paper's 200 ms assumes a queue of a second's work (500 messages at
-    /// 2 ms); in front of a queue that holds less, the budget overflows it and every drop
-    /// at the full queue is a retransmission later.
     fn budget(&self) -> f64 {
-        let b = self.budget_delay.as_secs_f64();
-        let mu = self.core.estimator.control_service_rate();
-        let messages_per_session = self.core.estimator.session_length().max(1.0);
-        match self.queue_capacity {
-            Some(q) if mu > 0.0 => b.min(QUEUE_BUDGET_SHARE * q / (messages_per_session * mu)),
-            _ => b,
-        }
+        queue_bounded_budget(self.budget_delay, &self.core.estimator, self.queue_capacity)
     }
 
     fn control(&mut self) {
