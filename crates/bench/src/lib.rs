@@ -2,8 +2,9 @@
 //! them at a time, the Extremum Seeking tuner (resumable), the simulator's speed check, and
 //! the live benches on loopback: a proxy's highest clean call rate (`bench proxy`), local
 //! overload control against `g_opt(r)` (`bench overload`, `demo`), the hop-by-hop topology
-//! and its dynamic load beside the simulator's run of the same experiment, and a proxy's own
-//! `β` (`bench beta`); with sluice's proxy, UAC and UAS, Kamailio or SIPp.
+//! and its dynamic load beside the simulator's run of the same experiment, a proxy's own
+//! `β` (`bench beta`), and a long run at fixed overload (`bench soak`); with sluice's proxy,
+//! UAC and UAS, Kamailio or SIPp.
 //!
 //! What it writes goes through `sluice-report`; what it prints goes to a [`console::Console`]
 //! the caller supplies (the `sluice` binary prints it and draws progress bars).
@@ -17,7 +18,9 @@
 //! * [`sipp`], [`output`]: SIPp as a caller and its statistics; a live sweep's files;
 //! * [`sweep`], [`tuning`], [`sim_bench`]: `sluice sim`, `sluice tune`, `bench sim`;
 //! * [`proxy_bench`], [`beta`]: `bench proxy`, `bench beta`;
-//! * [`local`], [`dynamic`], [`topology`], [`overload`]: `bench overload` and `demo`.
+//! * [`local`], [`dynamic`], [`topology`], [`overload`]: `bench overload` and `demo`;
+//! * [`soak`]: `bench soak`, one control at a fixed overload for a long time, its proxies
+//!   as child processes.
 
 pub mod builtin;
 pub mod config;
@@ -41,3 +44,5 @@ pub mod dynamic;
 pub mod local;
 pub mod overload;
 pub mod topology;
+
+pub mod soak;

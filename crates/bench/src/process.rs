@@ -1,12 +1,13 @@
 //! What the live benches start on loopback and how they stop it: sluice's proxy in a
 //! thread of this process, a proxy command (Kamailio, or any command line) as a child
-//! process, sluice's UAS in a thread; and what they read about them (CPU time from /proc,
-//! the machine's load average).
+//! process, sluice's own proxy as a child process (`bench soak`), sluice's UAS in a thread;
+//! and what they read about them (CPU time and resident memory from /proc, the machine's
+//! load average).
 
 use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::atomic::AtomicBool;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use sluice_load::shell::{self, Stop};
@@ -187,15 +188,12 @@ pub fn start_sluice(
 /// [`start_sluice`] on a given address (the topology's SEs, whose addresses the RE must
 /// know first).
 pub fn start_sluice_on(
-    mut config: ProxyConfig,
+    config: ProxyConfig,
     listen: SocketAddr,
     next_hop: SocketAddr,
     budget_s: f64,
 ) -> Result<(SocketAddr, Running), String> {
-    config.listen = listen;
-    config.next_hop = Some(next_hop);
-    config.duration_s = Some(budget_s);
-    config.shutdown_grace_s = 1.0;
+    let config = wired(config, listen, next_hop, budget_s);
     let (tx, rx) = std::sync::mpsc::channel();
     let thread = std::thread::spawn(move || {
         let rt = tokio::runtime::Builder::new_current_thread()
@@ -214,6 +212,87 @@ pub fn start_sluice_on(
         .recv_timeout(Duration::from_secs(10))
         .map_err(|_| "the sluice proxy did not start".to_owned())?;
     Ok((addr, Running::Sluice { stop, thread }))
+}
+
+/// `config` listening on `listen`, forwarding to `next_hop` and stopping by itself after
+/// `budget_s`, however it is started.
+fn wired(
+    mut config: ProxyConfig,
+    listen: SocketAddr,
+    next_hop: SocketAddr,
+    budget_s: f64,
+) -> ProxyConfig {
+    config.listen = listen;
+    config.next_hop = Some(next_hop);
+    config.duration_s = Some(budget_s);
+    config.shutdown_grace_s = 1.0;
+    config
+}
+
+/// sluice's proxy as a child process, `EXE proxy --config FILE`, so that what the OS says
+/// about it (resident memory) is the proxy's alone: `config` (wired as in
+/// [`start_sluice_on`]) is written to `file`, the proxy's output goes to `log`, and it is
+/// returned once it answers on `listen`.
+pub fn start_sluice_process(
+    exe: &Path,
+    config: ProxyConfig,
+    listen: SocketAddr,
+    next_hop: SocketAddr,
+    budget_s: f64,
+    file: &Path,
+    log: &Path,
+) -> Result<std::process::Child, String> {
+    let mut config = wired(config, listen, next_hop, budget_s);
+    // TOML integers are signed: a seed derived over all 64 bits (the scenario's per-proxy
+    // seeds) would not print. Without its top bit it seeds the same controllers with
+    // another stream, which no comparison here depends on.
+    config.control.seed &= u64::MAX >> 1;
+    let text = config.to_toml();
+    match ProxyConfig::from_toml(&text) {
+        Ok(read) if read == config => {}
+        Ok(_) => return Err("the proxy's config does not survive TOML".into()),
+        Err(e) => return Err(format!("the proxy's config as TOML: {e}")),
+    }
+    std::fs::write(file, text).map_err(|e| format!("writing {}: {e}", file.display()))?;
+    let out = std::fs::File::create(log).map_err(|e| format!("{}: {e}", log.display()))?;
+    let err = out
+        .try_clone()
+        .map_err(|e| format!("{}: {e}", log.display()))?;
+    let mut child = std::process::Command::new(exe)
+        .arg("proxy")
+        .arg("--config")
+        .arg(file)
+        .stdin(std::process::Stdio::null())
+        .stdout(out)
+        .stderr(err)
+        .spawn()
+        .map_err(|e| format!("{} proxy: {e}", exe.display()))?;
+    if !shell::probe(listen, Duration::from_secs(10)) {
+        stop_child(&mut child);
+        let said = std::fs::read_to_string(log).unwrap_or_default();
+        return Err(format!(
+            "{} proxy --config {}: no answer on {listen} within 10 s: {}",
+            exe.display(),
+            file.display(),
+            said.trim()
+        ));
+    }
+    Ok(child)
+}
+
+/// Resident memory of process `pid` in MiB (`VmRSS` of /proc/PID/status); `None` once it
+/// has exited.
+pub fn resident_mib(pid: u32) -> Option<f64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let kb: f64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))?
+        .trim()
+        .strip_suffix("kB")?
+        .trim()
+        .parse()
+        .ok()?;
+    Some(kb / 1024.0)
 }
 
 /// A proxy command (a template, see [`fill_template`]) on a free port of 127.0.0.1,
@@ -264,6 +343,45 @@ pub fn start_uas_on(
     Ok((flag, thread))
 }
 
+/// A UAS started by [`start_uas_live`]: its address, the flag that stops it, its thread,
+/// and its counters as of a moment ago.
+#[derive(Debug)]
+pub struct LiveUas {
+    pub addr: SocketAddr,
+    pub flag: Arc<AtomicBool>,
+    pub thread: UasThread,
+    pub counts: Arc<Mutex<sluice_load::UasCounts>>,
+}
+
+/// [`start_uas`] whose counters can be read while it runs (refreshed every 200 ms), for a
+/// run measured interval by interval. It stops by itself 120 s after `duration`.
+pub fn start_uas_live(duration: f64) -> Result<LiveUas, String> {
+    let socket =
+        shell::bind_udp(SocketAddr::from(([127, 0, 0, 1], 0))).map_err(|e| e.to_string())?;
+    let addr = socket.local_addr().map_err(|e| e.to_string())?;
+    let cfg = UasConfig::new(addr);
+    let flag = Arc::new(AtomicBool::new(false));
+    let stop = Stop {
+        after: Some(Duration::from_secs_f64(duration + 120.0)),
+        flag: Some(flag.clone()),
+    };
+    let counts = Arc::new(Mutex::new(sluice_load::UasCounts::default()));
+    let shared = counts.clone();
+    let thread = std::thread::spawn(move || {
+        shell::run_uas_observed(socket, cfg, &stop, Duration::from_millis(200), |c| {
+            if let Ok(mut s) = shared.lock() {
+                *s = *c;
+            }
+        })
+    });
+    Ok(LiveUas {
+        addr,
+        flag,
+        thread,
+        counts,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -292,5 +410,12 @@ mod tests {
         }
         let cpu = process_tree_cpu(std::process::id()).expect("/proc is readable");
         assert!(cpu > 0.0, "{cpu}");
+    }
+
+    #[test]
+    fn this_process_has_resident_memory_and_a_gone_one_none() {
+        let rss = resident_mib(std::process::id()).expect("/proc is readable");
+        assert!(rss > 0.1 && rss < 100_000.0, "{rss}");
+        assert_eq!(resident_mib(u32::MAX), None);
     }
 }

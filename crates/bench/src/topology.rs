@@ -103,7 +103,7 @@ use sluice_impair::{
 };
 use sluice_load::shell;
 use sluice_load::{Counts, Hold, SecondRow, Spacing, UacConfig, UacSummary};
-use sluice_proxy::ProxyReport;
+use sluice_proxy::{ProxyConfig, ProxyReport};
 use sluice_report::files::{csv_field, write};
 use sluice_report::plot::{line_chart, Axes, Series};
 use sluice_sim::experiment::{Experiment, Kind, Overrides};
@@ -163,11 +163,15 @@ pub fn is_topology(args: &OverloadConfig) -> Result<bool, String> {
             .iter()
             .any(|p| !p.scenario.re.control.algorithm.is_local()));
     }
-    Ok(args.variants.iter().any(|v| {
-        v.contains('/')
-            || v.parse::<Algorithm>()
-                .is_ok_and(|a| !a.is_local() && a != Algorithm::None)
-    }))
+    Ok(args.variants.iter().any(|v| is_hop_spec(v)))
+}
+
+/// Whether a variant names hop-by-hop feedback (`ALGORITHM/WIRE`, or a feedback algorithm).
+pub(crate) fn is_hop_spec(spec: &str) -> bool {
+    spec.contains('/')
+        || spec
+            .parse::<Algorithm>()
+            .is_ok_and(|a| !a.is_local() && a != Algorithm::None)
 }
 
 fn read_experiment(path: &Path) -> Result<Experiment, String> {
@@ -251,7 +255,7 @@ fn set_budget_delay(sc: &mut Scenario, ms: Option<u64>) {
 }
 
 /// `ALGORITHM[/WIRE]` on the default (Shen et al.) scenario.
-fn variant_from_spec(
+pub(crate) fn variant_from_spec(
     spec: &str,
     capacity: f64,
     budget_delay_ms: Option<u64>,
@@ -508,24 +512,24 @@ fn describe_links(forward: &ImpairConfig, backward: &ImpairConfig) -> String {
 ///   crosses it too;
 /// * the RE's next hop and the UAS's Contact are the UAS's relay;
 /// * each UAC sends everything to its SE's relay.
-struct Wiring {
-    re: SocketAddr,
-    ses: Vec<SocketAddr>,
+pub(crate) struct Wiring {
+    pub(crate) re: SocketAddr,
+    pub(crate) ses: Vec<SocketAddr>,
     /// Where the RE sends: the UAS, or its relay.
-    uas_front: SocketAddr,
+    pub(crate) uas_front: SocketAddr,
     /// Where the SEs send, and what the RE advertises if that is not its own address.
-    re_front: SocketAddr,
+    pub(crate) re_front: SocketAddr,
     re_advertise: Option<String>,
     /// Each SE as the RE sees it, and what it advertises.
     ses_seen: Vec<SocketAddr>,
     ses_advertise: Vec<Option<String>>,
     /// Where each UAC sends.
-    ses_front: Vec<SocketAddr>,
-    relays: Option<RelayThread>,
+    pub(crate) ses_front: Vec<SocketAddr>,
+    pub(crate) relays: Option<RelayThread>,
 }
 
 impl Wiring {
-    fn new(
+    pub(crate) fn new(
         v: &HopVariant,
         sources: usize,
         uas: SocketAddr,
@@ -598,7 +602,7 @@ impl Wiring {
     }
 
     /// Stops the relays; their counters summed.
-    fn stop(self) -> Option<RelayStats> {
+    pub(crate) fn stop(self) -> Option<RelayStats> {
         self.relays.map(|r| {
             r.stop().iter().fold(RelayStats::default(), |mut sum, s| {
                 sum.accumulate(s);
@@ -608,20 +612,35 @@ impl Wiring {
     }
 }
 
+/// The scenario's proxies, wired to loopback as `w` says: the same tables the simulator
+/// runs. The RE's (listening on `w.re`, next hop `w.uas_front`), then each SE's (listening
+/// on `w.ses[i]`, next hop `w.re_front`).
+pub(crate) fn proxy_configs(v: &HopVariant, w: &Wiring) -> (ProxyConfig, Vec<ProxyConfig>) {
+    let mut re = v.scenario.re_proxy(w.re, w.uas_front, &w.ses_seen);
+    re.advertise.clone_from(&w.re_advertise);
+    let ses = w
+        .ses
+        .iter()
+        .enumerate()
+        .map(|(i, &addr)| {
+            let mut se = v.scenario.se_proxy(i, addr, w.re_front);
+            se.advertise.clone_from(&w.ses_advertise[i]);
+            se
+        })
+        .collect();
+    (re, ses)
+}
+
 /// Starts the RE (next hop the UAS) and one SE per source (next hop the RE), as `w` wires
 /// them.
 fn start_proxies(v: &HopVariant, w: &Wiring, budget: f64) -> Result<Proxies, String> {
-    // The scenario's proxies, wired to loopback: the same tables the simulator runs.
-    let mut re_config = v.scenario.re_proxy(w.re, w.uas_front, &w.ses_seen);
-    re_config.advertise.clone_from(&w.re_advertise);
+    let (re_config, se_configs) = proxy_configs(v, w);
     let (_, re) = start_sluice_on(re_config, w.re, w.uas_front, budget)?;
     let mut proxies = Proxies {
         re,
         ses: Vec::new(),
     };
-    for (i, &addr) in w.ses.iter().enumerate() {
-        let mut se = v.scenario.se_proxy(i, addr, w.re_front);
-        se.advertise.clone_from(&w.ses_advertise[i]);
+    for (i, (se, &addr)) in se_configs.into_iter().zip(&w.ses).enumerate() {
         match start_sluice_on(se, addr, w.re_front, budget) {
             Ok(running) => proxies.ses.push(running),
             Err(e) => {

@@ -11,6 +11,7 @@ use sluice_bench::overload::bench_overload;
 use sluice_bench::parallel::cores;
 use sluice_bench::proxy_bench::{bench_proxy, Generator, ProxyBench};
 use sluice_bench::sim_bench::{bench_sim, SimBench};
+use sluice_bench::soak::{bench_soak, SoakConfig};
 
 use crate::terminal::Terminal;
 
@@ -30,6 +31,11 @@ pub enum BenchCommand {
     /// A proxy's own β for g_opt(r): its CPU time per forwarded call over per rejected call,
     /// each from a run at the same rate on loopback (sluice, and Kamailio with --kamailio).
     Beta(BetaArgs),
+    /// One control at a fixed overload for a long time (default 5x capacity for 30
+    /// minutes): goodput and each proxy's resident memory per interval, its proxies run as
+    /// child processes; writes soak.csv, soak.svg and verdict.txt (goodput within ±5 % and
+    /// memory within ±10 % of their means after the warm-up). A failing verdict still exits 0.
+    Soak(SoakArgs),
 }
 
 #[derive(Args, Debug)]
@@ -213,6 +219,48 @@ pub enum CallerArg {
 }
 
 #[derive(Args, Debug)]
+pub struct SoakArgs {
+    /// The control: a local one in a single proxy (pi, occ, ..., `POLICY:fifo`) or a
+    /// hop-by-hop variant in the topology UACs -> SEs -> RE -> UAS (win-cont, win-disc,
+    /// rate-abs/rate, ...), as in `bench overload --variants`.
+    #[arg(long)]
+    pub control: String,
+    /// Offered load, a multiple of the (RE's) emulated capacity.
+    #[arg(long = "load", visible_alias = "x", default_value_t = 5.0)]
+    pub load: f64,
+    /// Minutes of arrivals (a whole number of intervals).
+    #[arg(long, default_value_t = 30.0)]
+    pub minutes: f64,
+    /// Seconds per row of soak.csv.
+    #[arg(long, default_value_t = 60)]
+    pub interval_s: u64,
+    /// Seconds at the start that the verdict leaves out: intervals starting earlier are
+    /// warm-up.
+    #[arg(long, default_value_t = 120)]
+    pub warmup_s: u64,
+    /// Emulated capacity, calls/s (the single proxy's, or the RE's).
+    #[arg(long, default_value_t = 300.0)]
+    pub capacity: f64,
+    /// Local controls: a forwarded call's emulated cost over a rejected one's. 8 leaves
+    /// g_opt(5) = 0.31 of capacity (with `bench overload`'s 6 it is 0.08, too little
+    /// goodput to judge its steadiness).
+    #[arg(long, default_value_t = 8.0)]
+    pub beta: f64,
+    /// Local controls: emulated cost of every message other than an INVITE, microseconds.
+    #[arg(long, default_value_t = 0)]
+    pub cost_other_us: u64,
+    /// Hop-by-hop: SEs in front of the RE, one UAC each.
+    #[arg(long, default_value_t = 3)]
+    pub ses: usize,
+    /// Call holding time, seconds (BYE this long after the ACK).
+    #[arg(long, default_value_t = 0.0)]
+    pub hold: f64,
+    /// Output directory (default soak-out/CONTROL).
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+}
+
+#[derive(Args, Debug)]
 pub struct BetaArgs {
     /// Call rate of every run, calls/s (below the proxy's capacity: a forwarding run that
     /// fails or retransmits measures a collapse, not a cost).
@@ -289,6 +337,23 @@ pub fn run(command: &BenchCommand) -> Result<(), String> {
                 out: a.out.clone(),
             },
             &Terminal::new("runs"),
+        ),
+        BenchCommand::Soak(a) => bench_soak(
+            &SoakConfig {
+                control: a.control.clone(),
+                load: a.load,
+                minutes: a.minutes,
+                interval_s: a.interval_s,
+                warmup_s: a.warmup_s,
+                capacity: a.capacity,
+                beta: a.beta,
+                cost_other_us: a.cost_other_us,
+                ses: a.ses,
+                hold: a.hold,
+                out: a.out.clone(),
+                proxy_exe: None,
+            },
+            &Terminal::new("intervals"),
         ),
     }
 }

@@ -267,8 +267,21 @@ pub fn run_uac(
 /// Runs a UAS on `socket` until `stop`.
 pub fn run_uas(
     socket: std::net::UdpSocket,
+    cfg: UasConfig,
+    stop: &Stop,
+) -> io::Result<Run<UasCounts>> {
+    run_uas_observed(socket, cfg, stop, Duration::MAX, |_| {})
+}
+
+/// [`run_uas`], handing `on_counts` the UAS's counters about every `every` while it runs,
+/// so that a long run can be measured interval by interval (the counters are a copy of a
+/// few integers; the UAS's core keeps no history).
+pub fn run_uas_observed(
+    socket: std::net::UdpSocket,
     mut cfg: UasConfig,
     stop: &Stop,
+    every: Duration,
+    mut on_counts: impl FnMut(&UasCounts),
 ) -> io::Result<Run<UasCounts>> {
     cfg.local = socket.local_addr()?;
     let rt = runtime()?;
@@ -278,7 +291,15 @@ pub fn run_uas(
         let socket = UdpSocket::from_std(socket)?;
         let clock = Clock(Instant::now());
         let mut uas = Uas::new(cfg);
-        let io = drive(&socket, &mut uas, clock, stop, |_| {}).await;
+        let mut next = Time::ZERO + every;
+        let io = drive(&socket, &mut uas, clock, stop, |u| {
+            let now = clock.now();
+            if now >= next {
+                on_counts(&u.counts());
+                next = now + every;
+            }
+        })
+        .await;
         Ok::<_, io::Error>((uas.counts(), io))
     })?;
     Ok(Run {
