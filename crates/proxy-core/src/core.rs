@@ -168,10 +168,23 @@ pub struct CoreStats {
     pub timeouts_408: u64,
     /// INVITE branches CANCELled because Timer C fired (§16.8).
     pub timer_c_cancels: u64,
-    /// INVITE branches abandoned 64*T1 after their Timer C CANCEL got no final response.
+    /// INVITE branches abandoned with 408 after their Timer C CANCEL: 64*T1 after it got
+    /// no final response, or at once when the CANCEL could not be delivered (transport
+    /// error, ICMP unreachable) or the next hop answered it 481 (it has no such INVITE,
+    /// e.g. it restarted): no final response can come then.
     pub timer_c_abandoned: u64,
-    /// 503 sent upstream after a transport error towards the next hop (§16.9).
-    pub transport_503: u64,
+    /// 500 sent upstream after a transport error towards the next hop: §16.9 makes the
+    /// error a 503 from that branch, and §16.7 step 6 answers a lone 503 with 500, since
+    /// forwarding it would say this proxy, not one next hop, cannot serve requests.
+    pub transport_500: u64,
+    /// ICMP errors (host, network, port or protocol unreachable, RFC 3261 §18.4) that the
+    /// shell read back for a request of a live client transaction towards that very
+    /// address: the transaction ends with a transport error at once, not at Timer B.
+    pub unreachable: u64,
+    /// ICMP errors ignored: the returned bytes name no live client transaction (branch
+    /// and method) towards the address the datagram went to. Forged, late (the
+    /// transaction already ended) or about something else this proxy sent.
+    pub unreachable_ignored: u64,
     /// CANCELs answered 200 (§16.10).
     pub cancels: u64,
     /// Send failures the shell reported.
@@ -380,6 +393,9 @@ pub struct ProxyCore {
     timer_c_duration: Duration,
     t1_x64: Duration,
     by_server: Map<ServerTxId, ClientTxId>,
+    /// The CANCELs Timer C sent, each to the INVITE branch it cancels: at most one per
+    /// link, removed when the CANCEL's transaction ends.
+    timer_c_cancel_of: Map<ClientTxId, ClientTxId>,
     branch_counter: u64,
     /// Keys the tag on each branch this proxy makes, so that nobody off the path can name
     /// one of its client transactions (which is what a response needs to be believed).
@@ -528,6 +544,44 @@ fn dialog_addresses(invite: &Message, ok: &Message) -> SmallVec<[SocketAddr; 4]>
         .collect()
 }
 
+/// Takes one complete line (without its CR LF) off the front of `rest`; `None` when no
+/// line end is left (a line cut short is not taken).
+fn take_line<'a>(rest: &mut &'a [u8]) -> Option<&'a [u8]> {
+    let end = rest.iter().position(|&b| b == b'\n')?;
+    let line = &rest[..end];
+    *rest = &rest[end + 1..];
+    Some(line.strip_suffix(b"\r").unwrap_or(line))
+}
+
+/// The method and top Via branch of a request this proxy sent, read from the first bytes
+/// of it that an ICMP error returns (a few hundred, so no full parse): the request line,
+/// then header lines up to the first Via. This proxy pushes its Via right after the
+/// request line, on a line of its own; only complete lines count, so a branch cut short
+/// matches nothing.
+fn sent_request_key(payload: &[u8]) -> Option<(Method, &[u8])> {
+    let mut rest = payload;
+    let request_line = take_line(&mut rest)?;
+    if !request_line.ends_with(b" SIP/2.0") {
+        return None;
+    }
+    let token = request_line.split(|&b| b == b' ').next()?;
+    let method = Method::from_token(&Bytes::copy_from_slice(token))?;
+    while let Some(line) = take_line(&mut rest) {
+        let colon = line.iter().position(|&b| b == b':')?;
+        let name = line[..colon].trim_ascii();
+        if name.eq_ignore_ascii_case(b"via") || name.eq_ignore_ascii_case(b"v") {
+            let branch = sluice_sip::Via::parse(&line[colon + 1..])?.branch()?;
+            return Some((method, branch));
+        }
+    }
+    None
+}
+
+/// The same socket address, an IPv4-mapped IPv6 one equal to its IPv4 form.
+fn same_address(a: SocketAddr, b: SocketAddr) -> bool {
+    a.port() == b.port() && a.ip().to_canonical() == b.ip().to_canonical()
+}
+
 fn to_tag_kind(msg: &Message) -> (bool, bool) {
     match msg.header(HeaderName::To).and_then(NameAddr::tag_of) {
         Some(tag) => (true, tag == REJECT_TAG.as_bytes()),
@@ -586,6 +640,7 @@ impl ProxyCore {
             timer_c_duration: config.timer_c(),
             t1_x64: txn_config.t1_x64(),
             by_server: Map::default(),
+            timer_c_cancel_of: Map::default(),
             branch_counter: 0,
             // Deterministic by default, for the simulator; a live shell sets a secret one.
             branch_key: foldhash::fast::FixedState::with_seed(config.control.seed)
@@ -1038,13 +1093,38 @@ impl ProxyCore {
         self.txn.bytes_held() + self.queued_bytes
     }
 
-    /// The shell could not send a transmit of this origin (§16.9: becomes 503 upstream).
+    /// The shell could not send a transmit of this origin (§16.9: a 503 from the branch,
+    /// answered 500 upstream).
     pub fn handle_send_error(&mut self, now: Time, origin: Option<Origin>) {
         self.stats.send_errors += 1;
         if let Some(origin) = origin {
             self.txn.handle_transport_error(origin);
             self.drain_txn(now);
         }
+    }
+
+    /// The shell read an ICMP error back from its socket (RFC 3261 §18.4: host, network,
+    /// port or protocol unreachable): a datagram it sent to `to` was not delivered, and
+    /// `payload` is the start of that datagram, as much as the ICMP message carried. If it
+    /// is a request of one of this proxy's live client transactions towards `to` (its top
+    /// Via branch and method, matched as §17.1.3 matches responses), that transaction
+    /// fails with a transport error now (§16.9), instead of after Timer B's 32 s. Anything
+    /// else is counted and ignored: ICMP is as easily forged as any datagram, so a report
+    /// must name both the destination and a branch this proxy made (its tag is keyed, see
+    /// [`set_branch_key`](Self::set_branch_key)). Returns whether a transaction ended.
+    pub fn handle_unreachable(&mut self, now: Time, to: SocketAddr, payload: &[u8]) -> bool {
+        self.last_now = now;
+        let found = sent_request_key(payload)
+            .and_then(|(method, branch)| self.txn.client_for(branch, &method))
+            .filter(|(_, peer)| same_address(peer.addr, to));
+        let Some((client, _)) = found else {
+            self.stats.unreachable_ignored += 1;
+            return false;
+        };
+        self.stats.unreachable += 1;
+        self.txn.handle_transport_error(Origin::Client(client));
+        self.drain_txn(now);
+        true
     }
 
     /// Native processing time measured by the shell, added to the occupancy.
@@ -1116,16 +1196,16 @@ impl ProxyCore {
                 continue;
             }
             if link.timer_c_fired {
-                self.stats.timer_c_abandoned += 1;
-                self.fail_upstream(now, client, 408);
-                self.txn.terminate_tx(TxId::Client(client));
+                self.abandon_branch(now, client);
                 self.drain_txn(now);
                 continue;
             }
             link.timer_c_fired = true;
             self.stats.timer_c_cancels += 1;
             if link.provisional_seen {
-                let _ = self.txn.cancel(now, client);
+                if let Ok(cancel) = self.txn.cancel(now, client) {
+                    self.timer_c_cancel_of.insert(cancel, client);
+                }
             } else {
                 link.cancel_pending = true;
             }
@@ -1138,6 +1218,14 @@ impl ProxyCore {
             let links = &self.links;
             self.timer_c.retain(|(_, c)| links.contains_key(c));
         }
+    }
+
+    /// §16.8: Timer C's CANCEL did not end the branch; it is given up with 408 upstream.
+    /// The caller drains the transaction layer's events.
+    fn abandon_branch(&mut self, now: Time, client: ClientTxId) {
+        self.stats.timer_c_abandoned += 1;
+        self.fail_upstream(now, client, 408);
+        self.txn.terminate_tx(TxId::Client(client));
     }
 
     /// The earliest instant [`handle_timeout`](Self::handle_timeout) has work: the head of
@@ -1643,20 +1731,27 @@ impl ProxyCore {
             } => self.fail_upstream(now, client, 408),
             Event::TransportError {
                 origin: Origin::Client(client),
-            } => self.fail_upstream(now, client, 503),
+            } => match self.timer_c_cancel_of.remove(&client) {
+                // Timer C's CANCEL cannot reach the next hop, so neither can the final
+                // response it asks for: give the branch up now, not 64*T1 later.
+                Some(invite) => self.abandon_branch(now, invite),
+                None => self.fail_upstream(now, client, 500),
+            },
             Event::Terminated {
                 tx: TxId::Client(client),
             } => {
                 if let Some(link) = self.links.remove(&client) {
                     self.by_server.remove(&link.server);
                 }
+                self.timer_c_cancel_of.remove(&client);
             }
             _ => {}
         }
     }
 
     /// §16.9 / §16.7 step 6: a client transaction that ends without a final response
-    /// becomes a 408 (timeout) or 503 (transport error) upstream.
+    /// becomes a 408 (timeout) or, after a transport error (a 503 from the branch), 500
+    /// upstream.
     fn fail_upstream(&mut self, now: Time, client: ClientTxId, status: u16) {
         let Some(link) = self.links.get_mut(&client) else {
             return;
@@ -1671,7 +1766,7 @@ impl ProxyCore {
         if status == 408 {
             self.stats.timeouts_408 += 1;
         } else {
-            self.stats.transport_503 += 1;
+            self.stats.transport_500 += 1;
         }
         self.respond(now, server, &request, status);
         self.cur_offer = outer;
@@ -1834,14 +1929,24 @@ impl ProxyCore {
 
     fn on_response(&mut self, now: Time, client: ClientTxId, response: &Message) {
         let Some(link) = self.links.get_mut(&client) else {
-            // Responses to CANCELs this proxy sent end here.
+            // Responses to CANCELs this proxy sent end here. A 481 to Timer C's says the
+            // next hop has no such INVITE (it restarted, say): no final response will come.
+            if response.status() == Some(481) {
+                if let Some(invite) = self.timer_c_cancel_of.remove(&client) {
+                    self.abandon_branch(now, invite);
+                }
+            }
             return;
         };
         let status = response.status().unwrap_or(0);
         if status < 200 {
             link.provisional_seen = true;
             if std::mem::take(&mut link.cancel_pending) {
-                let _ = self.txn.cancel(now, client);
+                if let Ok(cancel) = self.txn.cancel(now, client) {
+                    if link.timer_c_fired {
+                        self.timer_c_cancel_of.insert(cancel, client);
+                    }
+                }
             }
             if status == 100 {
                 // Hop by hop (§16.7 step 5): not relayed.

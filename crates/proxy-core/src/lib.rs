@@ -114,7 +114,9 @@
 //!   reach the proxy logic: 100 Trying for INVITE, Max-Forwards 0 → 483, CANCEL → 200 and a
 //!   CANCEL down the branch once it has a provisional (§9.1, §16.10), otherwise forward on a
 //!   client transaction (a full table → 503). Responses: 100 ends here, the rest go upstream
-//!   with our Via popped; timeout → 408, transport error → 503 (§16.9). Timer C (default
+//!   with our Via popped; timeout → 408, transport error (a send failure, or an ICMP
+//!   unreachable the shell read back, [`ProxyCore::handle_unreachable`]) → 500 (§16.9 makes it
+//!   a 503 from the branch, §16.7 step 6 a 500 upstream). Timer C (default
 //!   181 s) CANCELs an unanswered INVITE branch and abandons it with 408 64*T1 later.
 //! * Stateless: the ACK for a 2xx (branch derived from the received one, so retransmitted
 //!   ACKs are identical) and 2xx responses to INVITE that match no transaction

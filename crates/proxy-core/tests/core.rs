@@ -345,6 +345,104 @@ fn silent_next_hop_becomes_408_upstream_after_timer_b() {
     assert_eq!(core.stats(now).timeouts_408, 1);
 }
 
+/// What an ICMP error returns of a datagram: its first bytes (about 500 on IPv4).
+fn icmp_quote(t: &Transmit) -> &[u8] {
+    &t.payload[..t.payload.len().min(500)]
+}
+
+#[test]
+fn an_icmp_unreachable_for_a_forwarded_invite_answers_500_at_once_and_forgeries_change_nothing() {
+    let mut core = core_with(&config());
+    let out = step(&mut core, Time::ZERO, invite("u1", 70).as_bytes(), UAC);
+    let dead = only_to(&out, UAS)[0].clone();
+    let out = step(&mut core, Time::ZERO, invite("u2", 70).as_bytes(), UAC);
+    let live = only_to(&out, UAS)[0].clone();
+    let now = Time::from_millis(20);
+
+    // Forgeries and strays: each counted, none ends a transaction or sends anything.
+    let branch = our_branch(&live, 2);
+    let mut other_branch = branch.clone().into_bytes();
+    let last = other_branch.len() - 1;
+    other_branch[last] = if other_branch[last] == b'0' {
+        b'1'
+    } else {
+        b'0'
+    };
+    let other_branch = String::from_utf8(other_branch).unwrap();
+    let wrong_branch = text(&live).replace(&branch, &other_branch);
+    let via_end = text(&live).find(&branch).unwrap() + branch.len() / 2;
+    let cut_in_branch = &live.payload[..via_end];
+    let response = answer(&live, 180, "Ringing");
+    let forged: [(&str, &[u8]); 6] = [
+        // The right bytes, but the datagram did not go there.
+        ("192.0.2.99:5070", icmp_quote(&live)),
+        // The right destination, a branch this proxy never made.
+        (UAS, wrong_branch.as_bytes()),
+        // Cut inside the branch: no complete Via line.
+        (UAS, cut_in_branch),
+        (UAS, response.as_bytes()),
+        (UAS, b"\x00\xff garbage"),
+        (UAS, b""),
+    ];
+    for (to, payload) in forged {
+        assert!(!core.handle_unreachable(now, addr(to), payload), "{to}");
+    }
+    assert!(drain(&mut core).is_empty());
+    let stats = core.stats(now);
+    assert_eq!(
+        (
+            stats.unreachable,
+            stats.unreachable_ignored,
+            stats.transport_500
+        ),
+        (0, 6, 0)
+    );
+
+    // The genuine report: the caller gets 500 now (RFC 3261 §16.9, §16.7 step 6), not
+    // 408 after Timer B's 32 s, and the INVITE is not sent again.
+    assert!(core.handle_unreachable(now, addr(UAS), icmp_quote(&dead)));
+    let out = drain(&mut core);
+    let upstream = only_to(&out, UAC);
+    assert_eq!(upstream.len(), 1, "{out:?}");
+    assert!(
+        text(upstream[0]).starts_with("SIP/2.0 500 "),
+        "{}",
+        text(upstream[0])
+    );
+    assert!(text(upstream[0]).contains("Call-ID: u1\r\n"));
+    assert!(only_to(&out, UAS).is_empty());
+    // Reported again (a retransmission's ICMP): the transaction is gone, so ignored.
+    assert!(!core.handle_unreachable(now, addr(UAS), icmp_quote(&dead)));
+    let stats = core.stats(now);
+    assert_eq!(
+        (
+            stats.unreachable,
+            stats.unreachable_ignored,
+            stats.transport_500
+        ),
+        (1, 7, 1)
+    );
+
+    // Until its own answer, only the live call's INVITE is retransmitted (the 500 is
+    // too, upstream: this caller never ACKs it).
+    let mut t = now;
+    while let Some(next) = core
+        .poll_timeout()
+        .filter(|n| *n <= Time::from_millis(1600))
+    {
+        t = next;
+        core.handle_timeout(t);
+        for sent in drain(&mut core).iter().filter(|s| s.to == addr(UAS)) {
+            assert!(text(sent).contains("Call-ID: u2\r\n"), "{}", text(sent));
+        }
+    }
+    let out = step(&mut core, t, answer(&live, 200, "OK").as_bytes(), UAS);
+    let upstream = only_to(&out, UAC);
+    assert_eq!(upstream.len(), 1);
+    assert!(text(upstream[0]).starts_with("SIP/2.0 200 OK\r\n"));
+    assert_eq!(core.stats(t).timeouts_408, 0);
+}
+
 #[test]
 fn a_full_transaction_table_refuses_with_503_and_memory_stays_bounded() {
     let mut cfg = config();
@@ -587,6 +685,66 @@ fn timer_c_cancels_a_ringing_branch_and_then_gives_up_on_a_silent_next_hop() {
     assert_eq!(first_408_at, Some(Time::from_secs(42)));
     let s = core.stats(now);
     assert_eq!((s.timer_c_cancels, s.timer_c_abandoned), (1, 1));
+    assert_eq!(s.pending_requests, 0);
+}
+
+#[test]
+fn timer_c_gives_up_at_once_when_its_cancel_is_unreachable_or_unknown_downstream() {
+    let mut cfg = config();
+    cfg.timer_c_s = 10.0;
+    // Two ringing branches whose next hop then goes silent; Timer C CANCELs both at 10 s.
+    let mut core = core_with(&cfg);
+    let mut forwarded = Vec::new();
+    for (i, call) in ["k1", "k2"].into_iter().enumerate() {
+        let t = Time::from_millis(2 * i as u64);
+        let out = step(&mut core, t, invite(call, 70).as_bytes(), UAC);
+        let fwd = only_to(&out, UAS)[0].clone();
+        let ringing = answer(&fwd, 180, "Ringing");
+        step(
+            &mut core,
+            t + Duration::from_millis(1),
+            ringing.as_bytes(),
+            UAS,
+        );
+        forwarded.push(fwd);
+    }
+    let at = Time::from_secs(10) + Duration::from_millis(5);
+    core.handle_timeout(at);
+    let cancels: Vec<Transmit> = drain(&mut core)
+        .into_iter()
+        .filter(|t| t.to == addr(UAS) && text(t).starts_with("CANCEL "))
+        .collect();
+    assert_eq!(cancels.len(), 2);
+    let is_408 = |t: &Transmit| t.to == addr(UAC) && text(t).starts_with("SIP/2.0 408 ");
+    // k1: the CANCEL comes back as an ICMP unreachable: the INVITE's final response cannot
+    // come either, so the caller gets its 408 now rather than 64*T1 later.
+    let k1 = cancels
+        .iter()
+        .find(|t| text(t).contains("Call-ID: k1\r\n"))
+        .unwrap();
+    assert!(core.handle_unreachable(at, addr(UAS), icmp_quote(k1)));
+    let out = drain(&mut core);
+    assert_eq!(out.iter().filter(|t| is_408(t)).count(), 1, "{out:?}");
+    assert!(out.iter().any(|t| text(t).contains("Call-ID: k1\r\n")));
+    // k2: a restarted next hop answers the CANCEL 481, it has no such INVITE.
+    let k2 = cancels
+        .iter()
+        .find(|t| text(t).contains("Call-ID: k2\r\n"))
+        .unwrap();
+    let later = at + Duration::from_millis(1);
+    let out = step(
+        &mut core,
+        later,
+        answer(k2, 481, "Call/Transaction Does Not Exist").as_bytes(),
+        UAS,
+    );
+    assert_eq!(out.iter().filter(|t| is_408(t)).count(), 1, "{out:?}");
+    assert!(out.iter().any(|t| text(t).contains("Call-ID: k2\r\n")));
+    let s = core.stats(later);
+    assert_eq!(
+        (s.timer_c_cancels, s.timer_c_abandoned, s.timeouts_408),
+        (2, 2, 2)
+    );
     assert_eq!(s.pending_requests, 0);
 }
 

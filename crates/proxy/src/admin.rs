@@ -249,13 +249,14 @@ pub(crate) fn status_json(
             "abandoned_at_shutdown": s.abandoned_at_shutdown,
             "503_table_full": s.refused_table_full,
             "408_timeout": s.timeouts_408,
-            "503_transport": s.transport_503,
+            "500_transport": s.transport_500,
             "cancel_200": s.cancels,
         },
         "timer_c": {"cancels": s.timer_c_cancels, "abandoned": s.timer_c_abandoned},
         "retransmissions_seen": s.retransmissions_seen(),
         "retransmissions_sent": s.retransmissions_sent(),
         "send_errors": s.send_errors,
+        "icmp_unreachable": {"applied": s.unreachable, "ignored": s.unreachable_ignored},
         "queue_len": s.queue_len,
         "queue_peak": s.queue_peak,
         "transactions": s.transactions,
@@ -276,6 +277,8 @@ pub(crate) fn status_json(
             "feedback_applied": s.hop.client.applied,
             "feedback_ignored": s.hop.feedback_ignored(),
             "feedback_out_of_range": s.hop.client.out_of_range,
+            "offered": s.hop.client.offered,
+            "forwarded": s.hop.client.forwarded,
             "reduced": s.hop.client.rejected_normal + s.hop.client.rejected_priority,
         },
     })
@@ -359,7 +362,8 @@ pub(crate) fn render_metrics(s: &Snapshot) -> String {
         ("408", st.timeouts_408),
         ("482", st.loops),
         ("483", st.too_many_hops),
-        ("503", st.refused_table_full + st.transport_503),
+        ("500", st.transport_500),
+        ("503", st.refused_table_full),
     ] {
         generated.get_or_create(&label("status", status)).inc_by(v);
     }
@@ -385,6 +389,21 @@ pub(crate) fn render_metrics(s: &Snapshot) -> String {
         "retransmissions_sent",
         "Retransmissions sent by the proxy's transaction timers",
         st.retransmissions_sent(),
+    );
+    let unreachable = Family::<Labels, Counter>::default();
+    for (result, v) in [
+        ("applied", st.unreachable),
+        ("ignored", st.unreachable_ignored),
+    ] {
+        unreachable
+            .get_or_create(&label("result", result))
+            .inc_by(v);
+    }
+    reg.register(
+        "icmp_unreachable",
+        "ICMP unreachable errors read back for sent datagrams: applied ended a client \
+         transaction towards that address at once, ignored named none",
+        unreachable,
     );
     counter(
         &mut reg,

@@ -42,6 +42,7 @@
 //! are documented in `sluice-proxy-core`.
 
 mod admin;
+mod icmp;
 mod shell;
 
 pub use shell::{Proxy, ProxyReport, ShutdownHandle};

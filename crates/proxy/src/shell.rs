@@ -9,10 +9,12 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use sluice_time::Time;
 use socket2::{Domain, Protocol, Socket, Type};
+use tokio::io::Interest;
 use tokio::net::UdpSocket;
 use tokio::sync::{mpsc, oneshot, watch};
 
 use crate::admin::{self, Snapshot};
+use crate::icmp;
 use sluice_proxy_core::{CoreStats, ProxyConfig, ProxyCore, Transmit};
 
 /// Datagrams read per wake-up before the processor runs: enough to amortise the wake-up,
@@ -96,6 +98,14 @@ fn udp_socket(addr: SocketAddr, buffer: usize) -> io::Result<std::net::UdpSocket
     // The kernel may cap these (net.core.rmem_max); a smaller buffer is not an error.
     let _ = socket.set_recv_buffer_size(buffer);
     let _ = socket.set_send_buffer_size(buffer);
+    // ICMP errors for what the proxy sends: without them an unreachable next hop costs
+    // every request sent there Timer B (32 s) instead of a round trip.
+    if let Err(e) = icmp::enable(&socket, addr.is_ipv6()) {
+        eprintln!(
+            "sluice proxy: warning: cannot read ICMP errors ({e}); requests to an unreachable \
+             next hop fail only when their transactions time out"
+        );
+    }
     socket.set_nonblocking(true)?;
     socket.bind(&addr.into())?;
     Ok(socket.into())
@@ -209,6 +219,17 @@ impl Proxy {
         let grace = Duration::from_secs_f64(config.shutdown_grace_s);
         let mut grace_end: Option<Instant> = None;
         let mut buf = vec![0u8; 65_536];
+        let fd = std::os::fd::AsRawFd::as_raw_fd(&socket);
+        // Hands each ICMP unreachable error in the socket's error queue to the core;
+        // returns how many entries were read.
+        let drain_errors = |core: &mut ProxyCore, buf: &mut [u8]| {
+            icmp::drain(fd, buf, |to, payload| {
+                core.handle_unreachable(now(), to, payload);
+            })
+        };
+        // The transmit at the front of `pending` already failed once on an error left by
+        // an ICMP message about an earlier datagram.
+        let mut retried = false;
         let mut pending: VecDeque<Transmit> = VecDeque::new();
         let mut send_drops = 0u64;
         let far = origin + Duration::from_hours(24 * 365);
@@ -229,8 +250,11 @@ impl Proxy {
                         core.handle_datagram(now(), Bytes::copy_from_slice(&buf[..len]), from);
                     }
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                    // ICMP errors surface here on some systems; they concern an earlier send.
-                    Err(_) => {}
+                    // An ICMP error about an earlier send, reported once; its details
+                    // wait in the error queue.
+                    Err(_) => {
+                        drain_errors(&mut core, &mut buf);
+                    }
                 }
             }
             core.handle_timeout(now());
@@ -242,9 +266,18 @@ impl Proxy {
                 match socket.try_send_to(&t.payload, t.to) {
                     Ok(_) => {
                         pending.pop_front();
+                        retried = false;
                     }
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                     Err(_) => {
+                        // A pending ICMP error fails the next send without sending it:
+                        // if the error queue held one, the error was not this
+                        // datagram's, and it goes again.
+                        if drain_errors(&mut core, &mut buf) > 0 && !retried {
+                            retried = true;
+                            continue;
+                        }
+                        retried = false;
                         if let Some(t) = pending.pop_front() {
                             core.handle_send_error(now(), t.origin);
                         }
@@ -280,6 +313,14 @@ impl Proxy {
             tokio::select! {
                 r = socket.readable() => r?,
                 r = socket.writable(), if !pending.is_empty() => r?,
+                r = socket.ready(Interest::ERROR) => {
+                    r?;
+                    // Drained to empty, the would-block clears the readiness.
+                    let _ = socket.try_io(Interest::ERROR, || {
+                        drain_errors(&mut core, &mut buf);
+                        Err::<(), _>(io::ErrorKind::WouldBlock.into())
+                    });
+                }
                 () = &mut wake_timer => {}
                 () = &mut stop_timer, if grace_end.is_none() => {
                     core.begin_shutdown();

@@ -631,6 +631,19 @@ impl TransactionLayer {
         self.txs.at(index).map(|tx| tx.peer)
     }
 
+    /// The client transaction keyed by this branch and method (§17.1.3), and its peer:
+    /// what a driver needs to tie an error report about a datagram it sent (an ICMP error
+    /// returns the start of that datagram) to the transaction that sent it.
+    pub fn client_for(&self, branch: &[u8], method: &Method) -> Option<(ClientTxId, Peer)> {
+        let key = ClientKey {
+            branch: SmallVec::from_slice(branch),
+            method: method.clone(),
+        };
+        let &index = self.client_index.get(&key)?;
+        let tx = self.txs.at(index)?;
+        Some((ClientTxId(self.txs.key_at(index)), tx.peer))
+    }
+
     // ---- message handling ----
 
     fn handle_response(&mut self, now: Time, msg: Message, from: Peer) -> Received {
