@@ -273,7 +273,11 @@ pub(crate) fn variant_from_spec(
         .parse::<Algorithm>()
         .map_err(|e| format!("variant {spec}: {e}"))?;
     let mut sc = Scenario::default();
+    // The proxy's own defaults, as `sluice proxy` runs them (the scenario's are the
+    // papers'): the control config and the window's in-flight echo.
     sc.re.control = ControlConfig::for_algorithm(algorithm);
+    sc.re.overload.server.window_acks =
+        sluice_control::overload::OcServerConfig::default().window_acks;
     sc.scale_to_capacity(capacity);
     set_budget_delay(&mut sc, budget_delay_ms);
     variant(spec, sc, wire)

@@ -128,6 +128,71 @@ scenario = { re = { control = { algorithm = "win-cont", backstop = true }, overl
 }
 
 #[test]
+fn windows_held_to_a_short_queue_keep_goodput_and_harm_nothing_below_capacity() {
+    // The rate-abs topology above: one SE 15 ms away, a queue of 78 ms of work. As
+    // published, each window is spent again by the sessions in flight and the 200 ms
+    // budget overflows the queue; sluice's RE holds the budget to the queue and gives
+    // each SE back what it reports in flight.
+    let r = runs(
+        r#"
+name = "short-queue-windows"
+title = "windows in front of a short queue"
+[base]
+duration_s = 50
+warmup_s = 20
+call = { holding_time_s = 10 }
+sources = [{ name = "UA1" }]
+link = { delay_ms = 15.1 }
+re = { cost_forward_us = 482.09, cost_reject_us = 80.35, queue_capacity = 161 }
+[sweep]
+offered_load = [0.9, 9.0]
+[[variant]]
+label = "none"
+scenario = { re = { control = { algorithm = "none" } } }
+[[variant]]
+label = "win-disc paper"
+scenario = { re = { control = { algorithm = "win-disc" } } }
+[[variant]]
+label = "win-disc sluice"
+scenario = { re = { control = { algorithm = "win-disc", backstop = true, queue_bounded_budget = true }, overload = { server = { window_acks = true } } } }
+[[variant]]
+label = "win-cont paper"
+scenario = { re = { control = { algorithm = "win-cont" } } }
+[[variant]]
+label = "win-cont sluice"
+scenario = { re = { control = { algorithm = "win-cont", backstop = true, queue_bounded_budget = true }, overload = { server = { window_acks = true } } } }
+"#,
+    );
+    let at = |variant: &str, x: f64| {
+        &r.iter()
+            .find(|(v, report)| v == variant && (report.offered_load - x).abs() < 0.05 * x)
+            .unwrap_or_else(|| panic!("{variant} at {x}"))
+            .1
+    };
+    let none = at("none", 0.9).goodput;
+    for algorithm in ["win-disc", "win-cont"] {
+        let paper = at(&format!("{algorithm} paper"), 9.0);
+        let sluice = at(&format!("{algorithm} sluice"), 9.0);
+        assert!(
+            paper.goodput < 0.5,
+            "{algorithm} as published: {}",
+            paper.goodput
+        );
+        assert!(sluice.goodput > 0.95, "{algorithm}: {}", sluice.goodput);
+        assert!(
+            sluice.retrans_ratio < 0.01,
+            "{algorithm}: {}",
+            sluice.retrans_ratio
+        );
+        let below = at(&format!("{algorithm} sluice"), 0.9).goodput;
+        assert!(
+            below >= 0.98 * none,
+            "{algorithm} at 0.9x: {below}, none {none}"
+        );
+    }
+}
+
+#[test]
 fn below_its_target_the_pi_adds_no_setup_delay() {
     let r = runs(
         r#"

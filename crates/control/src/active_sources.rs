@@ -47,6 +47,8 @@ pub struct Source<S> {
     pub last_seen: Time,
     /// Last fed-forward offered load (sessions/s), if the SE reports one.
     pub offered_rate: Option<f64>,
+    /// Sessions the SE last reported on their way here (the window's in-flight echo).
+    pub in_flight: Option<f64>,
     pub state: S,
 }
 
@@ -95,6 +97,7 @@ impl<S> ActiveSources<S> {
         let entry = self.entries.entry(id).or_insert_with(|| Source {
             last_seen: now,
             offered_rate: None,
+            in_flight: None,
             state: init(),
         });
         entry.last_seen = entry.last_seen.max(now);
@@ -137,12 +140,17 @@ impl<S> ActiveSources<S> {
         self.entries.len()
     }
 
-    /// Live entries in neighbour order (call [`expire`](Self::expire) first).
+    /// The entry of `id` (expired or not).
+    pub fn peek(&self, id: NeighbourId) -> Option<&Source<S>> {
+        self.entries.get(&id)
+    }
+
     /// Whether `id` has an entry (expired or not).
     pub fn contains(&self, id: NeighbourId) -> bool {
         self.entries.contains_key(&id)
     }
 
+    /// Live entries in neighbour order (call [`expire`](Self::expire) first).
     pub fn iter(&self) -> impl Iterator<Item = (NeighbourId, &Source<S>)> {
         self.entries.iter().map(|(id, s)| (*id, s))
     }

@@ -335,16 +335,19 @@ impl ControlConfig {
                 AnyFeedbackGenerator::None(NoFeedback::new(est, src, now))
             }
             Algorithm::WinDisc => {
-                AnyFeedbackGenerator::WinDisc(WinDisc::new(&self.win_disc, est, src, fair, now))
+                let g = WinDisc::new(&self.win_disc, est, src, fair, now);
+                AnyFeedbackGenerator::WinDisc(match bound {
+                    Some(q) => g.bounded_by_queue(q),
+                    None => g,
+                })
             }
-            Algorithm::WinCont => AnyFeedbackGenerator::WinCont(WinCont::new(
-                &self.win_cont,
-                est,
-                src,
-                fair,
-                self.seed,
-                now,
-            )),
+            Algorithm::WinCont => {
+                let g = WinCont::new(&self.win_cont, est, src, fair, self.seed, now);
+                AnyFeedbackGenerator::WinCont(match bound {
+                    Some(q) => g.bounded_by_queue(q),
+                    None => g,
+                })
+            }
             Algorithm::WinAuto => AnyFeedbackGenerator::WinAuto(WinAuto::new(&self.win_auto, src)),
             Algorithm::RateAbs => {
                 let g = RateAbs::new(&self.rate_abs, est, src, fair, now);

@@ -25,7 +25,7 @@ use serde::{Deserialize, Serialize};
 use sluice_control::overload::{
     is_sos_urn, OcAlgorithm, OcClient, OcClientConfig, OcClientStats, OcResponse, OcSequence,
     OcServer, OcServerConfig, OcServerStats, OcVerdict, RequestMethod, RequestTraits,
-    FEED_FORWARD_PARAM, WINDOW_ACK_PARAM, WINDOW_SENT_PARAM,
+    FEED_FORWARD_PARAM, WINDOW_ACK_PARAM, WINDOW_IN_FLIGHT_PARAM, WINDOW_SENT_PARAM,
 };
 use sluice_control::{
     Algorithm, AnyFeedbackGenerator, Completion, ControlConfig, FeedbackGenerator, MessageSummary,
@@ -373,6 +373,7 @@ impl Hop {
         match self.role {
             HopRole::None => {}
             HopRole::Re => {
+                let mut in_flight = None;
                 let source = self.neighbours.get(&from).copied();
                 summary.source = source;
                 if msg.is_request() {
@@ -400,6 +401,10 @@ impl Hop {
                             {
                                 self.window_sent.insert(n, sent);
                             }
+                            in_flight = via
+                                .as_ref()
+                                .and_then(|v| count_param(v, WINDOW_IN_FLIGHT_PARAM))
+                                .map(|f| (n, f));
                             let ff = via
                                 .as_ref()
                                 .and_then(|v| v.param(FEED_FORWARD_PARAM))
@@ -422,6 +427,10 @@ impl Hop {
                 }
                 if let Some(g) = self.generator.as_mut() {
                     g.on_arrival(now, &summary);
+                    // After the arrival, which makes a new neighbour an active source.
+                    if let Some((n, sessions)) = in_flight {
+                        g.on_in_flight(now, n, sessions as f64);
+                    }
                 }
             }
             HopRole::Se => {

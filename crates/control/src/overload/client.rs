@@ -23,7 +23,7 @@ use crate::overload::loss::LossThrottle;
 use crate::overload::rate::RateBucket;
 use crate::overload::{
     OcAlgorithm, OcSequence, Reduction, RequestTraits, FEED_FORWARD_PARAM, SLUICE_RATE_SCALE,
-    WINDOW_SENT_PARAM,
+    WINDOW_IN_FLIGHT_PARAM, WINDOW_SENT_PARAM,
 };
 use crate::types::{Feedback, FeedbackValue, MessageSummary, RequestId, ThrottleVerdict};
 use rand::{Rng, SeedableRng};
@@ -255,6 +255,8 @@ pub struct OcClient {
     /// New sessions sent to the server so far, from [`OcClient::with_session_count_base`]:
     /// written on every request offering windows, echoed by the server.
     sessions_sent: u64,
+    /// The last count the server echoed beside a window, while windows are in force.
+    window_ack: Option<u64>,
     stats: OcClientStats,
 }
 
@@ -290,6 +292,7 @@ impl OcClient {
             next_request: 0,
             released: std::collections::VecDeque::new(),
             sessions_sent: 0,
+            window_ack: None,
             stats: OcClientStats::default(),
         }
     }
@@ -352,6 +355,13 @@ impl OcClient {
         via.push('"');
         if self.config.algorithms.contains(&OcAlgorithm::SluiceWindow) {
             let _ = write!(via, ";{WINDOW_SENT_PARAM}={}", self.sessions_sent);
+            if let Some(acked) = self.window_ack {
+                let _ = write!(
+                    via,
+                    ";{WINDOW_IN_FLIGHT_PARAM}={}",
+                    self.sessions_sent - acked
+                );
+            }
         }
         if let Some(rate) = self.feed_forward(now) {
             // Three decimals are plenty for a session rate and keep the text short.
@@ -503,9 +513,11 @@ impl OcClient {
             // The window counts the sessions the server has received; those sent after the
             // echoed count are still on the way and take their slots from it. An echo above
             // the count is not this run's (or not the server's): the window stands as sent.
-            let in_flight = window_ack
-                .filter(|&acked| acked <= self.sessions_sent)
-                .map_or(0, |acked| self.sessions_sent - acked);
+            let acked = window_ack.filter(|&acked| acked <= self.sessions_sent);
+            if acked.is_some() {
+                self.window_ack = acked;
+            }
+            let in_flight = acked.map_or(0, |acked| self.sessions_sent - acked);
             let slots = oc.saturating_sub(in_flight);
             FeedbackValue::Window(u32::try_from(slots).unwrap_or(u32::MAX))
         } else {
@@ -535,6 +547,7 @@ impl OcClient {
         }
         self.control = Control::Off;
         self.expires = None;
+        self.window_ack = None;
     }
 
     /// At expiry the stored values, `oc-seq` included, go back to their defaults (RFC 7339

@@ -31,7 +31,10 @@
 //!   Without it every window is spent again by the sessions in flight, and over a link of
 //!   15 ms a single client at 9x overran a server's 78 ms queue (goodput 0.42 of capacity
 //!   in the simulator). Peers that do not know the parameters ignore them, and a client
-//!   that gets no echo uses the window as it is.
+//!   that gets no echo uses the window as it is. Once echoed, the client also writes how
+//!   many it has in flight ([`WINDOW_IN_FLIGHT_PARAM`], `sluice-wflight`): a server that
+//!   holds its delay budget to what its queue can hold adds them back to that client's
+//!   window, since the link holds them, not the queue.
 //!
 //! # Driving the client (SE side, one [`OcClient`] per configured next hop)
 //! 1. Classify every request bound for that hop into [`RequestTraits`], then
@@ -107,6 +110,10 @@ pub const WINDOW_SENT_PARAM: &str = "sluice-wsent";
 /// The Via parameter (responses with a window) echoing the latest request's
 /// [`WINDOW_SENT_PARAM`].
 pub const WINDOW_ACK_PARAM: &str = "sluice-wack";
+/// The Via parameter (requests) carrying the sessions the client has sent beyond the last
+/// [`WINDOW_ACK_PARAM`] it received: those on the link, which a server holding its delay
+/// budget to its queue gives back in the window.
+pub const WINDOW_IN_FLIGHT_PARAM: &str = "sluice-wflight";
 
 /// An overload control algorithm as named in `oc-algo`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]

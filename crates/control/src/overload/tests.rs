@@ -424,6 +424,10 @@ fn a_window_echo_takes_the_sessions_in_flight_off_the_window() {
     };
     assert_eq!(c.on_response(t, &acked), OcUpdate::Applied);
     assert_eq!(forwarded(&mut c, t), 2);
+    // From now on its requests also say how many are in flight.
+    let mut via = String::new();
+    c.append_request_params(t, &mut via);
+    assert!(via.contains(";sluice-wsent=1007;sluice-wflight=4"), "{via}");
     // An echo of more than this client sent (forged, or counted in a run before a
     // restart) says nothing about the link: the window stands as granted.
     let beyond = OcResponse {

@@ -35,6 +35,11 @@ pub trait FeedbackGenerator {
     fn on_arrival(&mut self, now: Time, message: &MessageSummary);
     /// A message from `from` carried feed-forward (double feed, §6.1.2).
     fn on_feed_forward(&mut self, now: Time, from: NeighbourId, feed_forward: FeedForward);
+    /// A request from `from` reported `sessions` it had sent that this RE's last echoed
+    /// count did not include (see [`crate::overload::WINDOW_IN_FLIGHT_PARAM`]). Windows
+    /// add them back to its window, so that the budget is the queue's alone; the others
+    /// ignore it.
+    fn on_in_flight(&mut self, _now: Time, _from: NeighbourId, _sessions: f64) {}
     /// The queue's contents changed (eq. 1 needs the instant value).
     fn on_queue(&mut self, now: Time, queue: QueueOccupancy);
     /// The processor finished a message.
@@ -134,8 +139,9 @@ impl<S> ReceiverCore<S> {
         let offers_load = message.is_session_start();
         let id = message.source?;
         let source = self.sources.observe(now, id, offers_load, init)?;
-        if offers_load && self.fairness == Fairness::MaxMin {
+        if offers_load {
             // Bounded by the active-source table: only sources it holds are counted.
+            // Max-min fairness and the windows' in-flight allowance read the rates.
             self.demand.entry(id).or_default().sessions += 1;
         }
         Some(source)
@@ -173,6 +179,48 @@ impl<S> ReceiverCore<S> {
                 source.offered_rate = Some(ff.offered_rate);
             }
         }
+    }
+
+    /// Stores an in-flight report from an active source; values that are not finite and
+    /// non-negative are ignored.
+    pub fn in_flight(&mut self, now: Time, from: NeighbourId, sessions: f64) {
+        if sessions.is_finite() && sessions >= 0.0 {
+            if let Some(source) = self.sources.get_mut(now, from) {
+                source.in_flight = Some(sessions);
+            }
+        }
+    }
+
+    /// The sessions in flight each of `shares`' sources gets back in its window: what it
+    /// reports ([`capped_in_flight`]), scaled down to the rate it may send at. A source
+    /// keeps as many in flight as its rate times the round trip, so its report alone would
+    /// keep any rate going, the excess too; scaled to the larger of its share of `mu` and
+    /// what the others leave of it, the report covers the link at that rate only.
+    pub fn in_flight_allowances(
+        &mut self,
+        now: Time,
+        shares: &[(NeighbourId, f64)],
+        mu: f64,
+    ) -> Vec<f64> {
+        self.sample_demand(now);
+        let rate = |id: &NeighbourId| self.demand.get(id).and_then(|d| d.rate);
+        let total: f64 = shares.iter().filter_map(|(id, _)| rate(id)).sum();
+        shares
+            .iter()
+            .map(|(id, share)| {
+                let Some(reported) = self.sources.peek(*id).and_then(|s| s.in_flight) else {
+                    return 0.0;
+                };
+                let in_flight = capped_in_flight(Some(reported), mu);
+                match rate(id) {
+                    Some(r) if r > 0.0 => {
+                        let allowed = (mu * share).max(mu - (total - r));
+                        in_flight * (allowed / r).min(1.0)
+                    }
+                    _ => in_flight,
+                }
+            })
+            .collect()
     }
 
     /// Every active source's share under the configured fairness.
@@ -223,6 +271,9 @@ impl<S> ReceiverCore<S> {
 }
 
 /// A window as carried in feedback: never negative, never beyond `u32`.
+/// The longest round trip to an SE whose sessions in flight a window covers.
+pub const MAX_PIPE: Duration = Duration::from_millis(500);
+
 /// Share of the RE's queue a delay budget may fill when held to it: the rest absorbs the
 /// Poisson bursts and the step of feedback lag before a lowered rate or window takes
 /// effect.
@@ -238,13 +289,30 @@ pub(crate) fn queue_bounded_budget(
     estimator: &SessionEstimator,
     queue: Option<f64>,
 ) -> f64 {
+    queue_share_budget(budget, estimator, queue, QUEUE_BUDGET_SHARE)
+}
+
+/// [`queue_bounded_budget`] with another share of the queue than [`QUEUE_BUDGET_SHARE`].
+pub(crate) fn queue_share_budget(
+    budget: Duration,
+    estimator: &SessionEstimator,
+    queue: Option<f64>,
+    queue_share: f64,
+) -> f64 {
     let b = budget.as_secs_f64();
     let mu = estimator.control_service_rate();
     let messages_per_session = estimator.session_length().max(1.0);
     match queue {
-        Some(q) if mu > 0.0 => b.min(QUEUE_BUDGET_SHARE * q / (messages_per_session * mu)),
+        Some(q) if mu > 0.0 => b.min(queue_share * q / (messages_per_session * mu)),
         _ => b,
     }
+}
+
+/// The sessions a source last reported in flight, held to what [`MAX_PIPE`] of service at
+/// `mu` sessions/s could have sent: a report is as easily forged as the request carrying
+/// it, and this bounds what one forged report can open.
+pub(crate) fn capped_in_flight(reported: Option<f64>, mu: f64) -> f64 {
+    reported.map_or(0.0, |f| f.min(mu * MAX_PIPE.as_secs_f64()))
 }
 
 pub(crate) fn advertised(window: i64) -> u32 {
@@ -283,6 +351,9 @@ impl FeedbackGenerator for AnyFeedbackGenerator {
     }
     fn on_feed_forward(&mut self, now: Time, from: NeighbourId, feed_forward: FeedForward) {
         dispatch!(self, g => g.on_feed_forward(now, from, feed_forward));
+    }
+    fn on_in_flight(&mut self, now: Time, from: NeighbourId, sessions: f64) {
+        dispatch!(self, g => g.on_in_flight(now, from, sessions));
     }
     fn on_queue(&mut self, now: Time, queue: QueueOccupancy) {
         dispatch!(self, g => g.on_queue(now, queue));

@@ -11,7 +11,10 @@
 //! estimator config). `W_0 = 14`, the paper's suggested `μ_eng·T_c` with its 72
 //! sessions/s engineered rate and `T_c = 200 ms`.
 
-use super::{advertised, ControlClock, FeedbackGenerator, ReceiverCore, ReceiverMetrics};
+use super::{
+    advertised, queue_bounded_budget, ControlClock, FeedbackGenerator, ReceiverCore,
+    ReceiverMetrics,
+};
 use crate::active_sources::ActiveSourceConfig;
 use crate::estimation::EstimatorConfig;
 use crate::fairness::Fairness;
@@ -52,6 +55,8 @@ pub struct WinDisc {
     initial_window: i64,
     core: ReceiverCore<i64>,
     total_window: Option<f64>,
+    /// The RE's queue in messages, when the budget is held to it.
+    queue_capacity: Option<f64>,
 }
 
 impl WinDisc {
@@ -68,18 +73,36 @@ impl WinDisc {
             initial_window: i64::from(config.initial_window),
             core: ReceiverCore::new(estimator, sources, fairness, now),
             total_window: None,
+            queue_capacity: None,
         }
+    }
+
+    /// Holds `D_B` to the work a queue of `messages` holds ([`queue_bounded_budget`]);
+    /// each SE's window then also gets back the sessions it reports in flight, which the
+    /// links hold and the queue need not.
+    #[must_use]
+    pub fn bounded_by_queue(mut self, messages: usize) -> Self {
+        self.queue_capacity = Some(messages as f64);
+        self
     }
 
     fn control(&mut self, now: Time) {
         let mu = self.core.estimator.control_service_rate();
-        let horizon = (self.clock.interval() + self.budget_delay).as_secs_f64();
+        let budget =
+            queue_bounded_budget(self.budget_delay, &self.core.estimator, self.queue_capacity);
+        let horizon = self.clock.interval().as_secs_f64() + budget;
         let total = (mu * horizon - self.core.estimator.sessions_in_system()).max(0.0);
         self.total_window = Some(total);
-        for (id, share) in self.core.shares(now) {
+        let shares = self.core.shares(now);
+        let in_flight = if self.queue_capacity.is_some() {
+            self.core.in_flight_allowances(now, &shares, mu)
+        } else {
+            vec![0.0; shares.len()]
+        };
+        for ((id, share), in_flight) in shares.into_iter().zip(in_flight) {
             if let Some(source) = self.core.sources.get_mut(now, id) {
                 // `as` saturates, so even an absurd estimate cannot wrap.
-                source.state = (total * share).round() as i64;
+                source.state = (total * share + in_flight).round() as i64;
             }
         }
     }
@@ -97,6 +120,9 @@ impl FeedbackGenerator for WinDisc {
     fn on_feed_forward(&mut self, now: Time, from: NeighbourId, feed_forward: FeedForward) {
         let w0 = self.initial_window;
         self.core.feed_forward(now, from, feed_forward, || w0);
+    }
+    fn on_in_flight(&mut self, now: Time, from: NeighbourId, sessions: f64) {
+        self.core.in_flight(now, from, sessions);
     }
     fn on_queue(&mut self, _now: Time, queue: QueueOccupancy) {
         self.core.estimator.on_queue(queue);
