@@ -184,13 +184,14 @@ pub struct ControlConfig {
     /// Seed for every random choice (win-cont lottery, percentage throttles).
     pub seed: u64,
     pub fairness: Fairness,
-    /// Hold rate-abs's delay budget to half of the work the RE's queue holds (see
-    /// `receiver::QUEUE_BUDGET_SHARE`); `false` runs the paper's budget as configured,
-    /// whatever the queue. Windows keep their budgets: a window must also cover the
-    /// sessions in flight on the links (μ times the round trip), which no queue holds.
-    /// Bounded by the queue (with the in-flight echo), win-cont fell from 0.96 to 0.36 of
-    /// capacity over 47 ms links in front of a 71 ms queue, and win-disc carried 0.81
-    /// where no control carried 0.90 at 0.9x.
+    /// Hold the delay budget `D_B` of rate-abs, win-disc (half of the work the RE's queue
+    /// holds, `receiver::QUEUE_BUDGET_SHARE`) and win-cont (all of it) to the queue;
+    /// `false` runs the paper's budget as configured, whatever the queue. A window must
+    /// also cover the sessions on the links (μ times the round trip), which no queue
+    /// holds: held to the queue, each SE's window gets back what it reports in flight
+    /// (`sluice-wflight`, from SEs that get the window echo, `overload.server.window_acks`).
+    /// Without that, win-cont held to the queue fell from 0.96 to 0.36 of capacity over
+    /// 47 ms links in front of a 71 ms queue.
     pub queue_bounded_budget: bool,
     /// An RE running a feedback algorithm also rejects new INVITEs itself while its queue
     /// is past the threshold marks (`threshold`, 80/60 % of the queue by default). Feedback
