@@ -12,14 +12,16 @@ use std::time::Duration;
 
 use sluice_time::Time;
 
-/// Bounded in both structures: the map holds at most one entry per queued one, and the
-/// queue at most `limit` (each entry about 48 bytes).
+/// Bounded in both structures: one queue entry per peer in the map, and at most `limit`
+/// peers (each about 48 bytes in each). A renewed peer keeps its one queue entry, moved to
+/// the back when it comes up: a trunk whose every call names the same two peers holds two
+/// entries, not two per call until the limit.
 #[derive(Debug)]
 pub(crate) struct DialogPeers {
     /// The latest expiry of each peer.
     until: HashMap<SocketAddr, Time, foldhash::fast::RandomState>,
-    /// Every addition, in expiry order (one TTL for all); a peer added again has older
-    /// entries here, which are skipped when they come up.
+    /// Each peer once, in the order of its expiry when queued; a peer renewed since is
+    /// queued again at the back with its new expiry when it comes up.
     order: VecDeque<(Time, SocketAddr)>,
     ttl: Duration,
     limit: usize,
@@ -44,11 +46,17 @@ impl DialogPeers {
         }
         self.expire(now);
         let until = now + self.ttl;
-        self.until.insert(peer, until);
-        self.order.push_back((until, peer));
-        while self.order.len() > self.limit {
-            if let Some((at, old)) = self.order.pop_front() {
-                if self.forget(at, old) {
+        if self.until.insert(peer, until).is_none() {
+            self.order.push_back((until, peer));
+        }
+        while self.until.len() > self.limit {
+            let Some((at, old)) = self.order.pop_front() else {
+                break;
+            };
+            match self.until.get(&old) {
+                Some(&renewed) if renewed > at => self.order.push_back((renewed, old)),
+                _ => {
+                    self.until.remove(&old);
                     self.evicted += 1;
                 }
             }
@@ -63,23 +71,21 @@ impl DialogPeers {
         self.until.len()
     }
 
+    /// Drops the peers at the front whose time is up; one renewed since goes to the back.
+    /// A renewed peer can come to sit behind one that expires sooner, which then waits
+    /// for it: `contains` reads the map, so only the memory is late, never the answer.
     fn expire(&mut self, now: Time) {
         while let Some(&(at, peer)) = self.order.front() {
             if at > now {
                 break;
             }
             self.order.pop_front();
-            self.forget(at, peer);
-        }
-    }
-
-    /// Removes `peer` if `at` is still its latest expiry (not renewed since).
-    fn forget(&mut self, at: Time, peer: SocketAddr) -> bool {
-        if self.until.get(&peer) == Some(&at) {
-            self.until.remove(&peer);
-            true
-        } else {
-            false
+            match self.until.get(&peer) {
+                Some(&until) if until > now => self.order.push_back((until, peer)),
+                _ => {
+                    self.until.remove(&peer);
+                }
+            }
         }
     }
 }
@@ -115,5 +121,20 @@ mod tests {
         assert!(!p.contains(Time::from_secs(12), addr(1)));
         assert_eq!(p.evicted, 2);
         assert!(p.len() <= 2 && p.order.len() <= 2);
+    }
+
+    #[test]
+    fn a_peer_named_by_every_call_takes_one_entry() {
+        let mut p = DialogPeers::new(Duration::from_secs(10), 1_000);
+        for ms in 0..100_000 {
+            p.add(Time::from_millis(ms), addr(1));
+            p.add(Time::from_millis(ms), addr(2));
+        }
+        assert_eq!((p.len(), p.order.len(), p.evicted), (2, 2, 0));
+        assert!(p.contains(Time::from_millis(109_998), addr(1)));
+        assert!(!p.contains(Time::from_millis(110_000), addr(1)));
+        // Expired, they go at the next addition.
+        p.add(Time::from_secs(200), addr(3));
+        assert_eq!((p.len(), p.order.len()), (1, 1));
     }
 }
