@@ -204,12 +204,12 @@ fn re_stamps_responses_to_participating_neighbours_only() {
 
 /// The `sluice-wack` values on the window responses an RE running win-cont sends back
 /// for INVITEs from `UAC` carrying `sluice-wsent` = each of `sent`, in turn.
-fn window_acks_echoed(window_acks: bool, sent: &[u64]) -> Vec<Option<String>> {
+fn window_acks_echoed(algorithm: &str, window_acks: bool, sent: &[u64]) -> Vec<Option<String>> {
     let mut cfg = se_config();
     cfg.overload.role = HopRole::Re;
     cfg.overload.neighbours = vec![addr(UAC)];
     cfg.overload.server.window_acks = window_acks;
-    cfg.control.algorithm = "win-cont".parse().unwrap();
+    cfg.control.algorithm = algorithm.parse().unwrap();
     cfg.validate().unwrap();
     let mut core = ProxyCore::new(&cfg, addr(PROXY), Time::ZERO);
     let mut echoed = Vec::new();
@@ -249,13 +249,21 @@ fn window_acks_echoed(window_acks: bool, sent: &[u64]) -> Vec<Option<String>> {
 fn re_echoes_the_latest_count_of_sessions_sent_beside_its_windows() {
     // The latest, not the largest: a restarted SE counts from a new base, and a
     // retransmission's older count only makes the SE more careful until the next request.
-    let echoed = window_acks_echoed(true, &[41, 42, 7, 8]);
+    let echoed = window_acks_echoed("win-cont", true, &[41, 42, 7, 8]);
     assert_eq!(
         echoed,
         ["41", "42", "7", "8"].map(|s| Some(s.to_owned())).to_vec()
     );
     // The papers' RE sends the window alone.
-    assert_eq!(window_acks_echoed(false, &[41, 42]), vec![None, None]);
+    assert_eq!(
+        window_acks_echoed("win-cont", false, &[41, 42]),
+        vec![None, None]
+    );
+    // win-auto's window counts sessions in process, not a budget with room for the link.
+    assert_eq!(
+        window_acks_echoed("win-auto", true, &[41, 42]),
+        vec![None, None]
+    );
 }
 
 /// An INVITE with a Resource-Priority header (RFC 4412), or to an SOS URN (RFC 5031).
