@@ -56,7 +56,8 @@ pub struct OcServerConfig {
     pub meter_smoothing_weight: f64,
     /// Echo a client's count of sessions sent beside each window (`sluice-wack`, see
     /// [`crate::overload::WINDOW_ACK_PARAM`]), so it can take the sessions in flight off
-    /// the window. `false`: the window alone, as Shen et al. feed it back.
+    /// the window; the proxy does it for win-disc and win-cont, whose windows are
+    /// budgets. `false`: the window alone, as Shen et al. feed it back.
     pub window_acks: bool,
 }
 
