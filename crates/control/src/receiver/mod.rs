@@ -85,6 +85,9 @@ pub(crate) struct ReceiverCore<S> {
     /// What max-min fairness knows of each active source.
     demand: BTreeMap<NeighbourId, Demand>,
     demand_sampled: Time,
+    /// Count each source's sessions: max-min fairness and the windows' in-flight
+    /// allowance read the rates; nothing else pays for them.
+    tracks_demand: bool,
 }
 
 /// One source as max-min fairness tracks it.
@@ -117,6 +120,7 @@ impl<S> ReceiverCore<S> {
             sequence: 0,
             demand: BTreeMap::new(),
             demand_sampled: now,
+            tracks_demand: fairness == Fairness::MaxMin,
         }
     }
 
@@ -139,9 +143,8 @@ impl<S> ReceiverCore<S> {
         let offers_load = message.is_session_start();
         let id = message.source?;
         let source = self.sources.observe(now, id, offers_load, init)?;
-        if offers_load {
+        if offers_load && self.tracks_demand {
             // Bounded by the active-source table: only sources it holds are counted.
-            // Max-min fairness and the windows' in-flight allowance read the rates.
             self.demand.entry(id).or_default().sessions += 1;
         }
         Some(source)
@@ -189,6 +192,11 @@ impl<S> ReceiverCore<S> {
                 source.in_flight = Some(sessions);
             }
         }
+    }
+
+    /// Counts each source's sessions from now on, for [`Self::in_flight_allowances`].
+    pub fn track_demand(&mut self) {
+        self.tracks_demand = true;
     }
 
     /// The sessions in flight each of `shares`' sources gets back in its window: what it

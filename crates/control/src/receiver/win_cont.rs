@@ -169,6 +169,7 @@ impl WinCont {
     #[must_use]
     pub fn bounded_by_queue(mut self, messages: usize) -> Self {
         self.queue_capacity = Some(messages as f64);
+        self.core.track_demand();
         self
     }
 

@@ -83,6 +83,7 @@ impl WinDisc {
     #[must_use]
     pub fn bounded_by_queue(mut self, messages: usize) -> Self {
         self.queue_capacity = Some(messages as f64);
+        self.core.track_demand();
         self
     }
 
