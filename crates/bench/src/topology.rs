@@ -147,6 +147,7 @@ fn wire_name(w: OcAlgorithm) -> &'static str {
         OcAlgorithm::Loss => "RFC 7339 loss",
         OcAlgorithm::SluiceWindow => "sluicewin window",
         OcAlgorithm::SluiceRate => "sluicerate rate",
+        OcAlgorithm::SluiceLoad => "sluiceload fuzzy window",
     }
 }
 

@@ -4,7 +4,7 @@
 //! table naming only `algorithm` reproduces the paper's setup:
 //!
 //! ```toml
-//! algorithm = "win-cont"        # none | threshold | win-disc | win-cont | win-auto | rate-abs | rate-occ
+//! algorithm = "win-cont"        # none | threshold | win-disc | win-cont | win-auto | rate-abs | rate-occ | fuzzy
 //!                               # local only: ohta | occ | red | pi | latency-bucket
 //! fairness = "user-centric"     # or "provider-centric" (default)
 //! [win_cont]
@@ -28,8 +28,8 @@ use crate::estimation::EstimatorConfig;
 use crate::fairness::Fairness;
 use crate::overload::OcAlgorithm;
 use crate::receiver::{
-    AnyFeedbackGenerator, NoFeedback, RateAbs, RateAbsConfig, RateOcc, RateOccConfig, WinAuto,
-    WinAutoConfig, WinCont, WinContConfig, WinDisc, WinDiscConfig,
+    AnyFeedbackGenerator, LoadReport, NoFeedback, RateAbs, RateAbsConfig, RateOcc, RateOccConfig,
+    WinAuto, WinAutoConfig, WinCont, WinContConfig, WinDisc, WinDiscConfig,
 };
 use serde::{Deserialize, Serialize};
 use sluice_time::Time;
@@ -73,10 +73,15 @@ pub enum Algorithm {
     /// Latency-driven token bucket in the style of Clearwater's load monitor.
     #[serde(rename = "latency-bucket")]
     LatencyBucket,
+    /// Montazerolghaem & Yaghmaee 2014: the RE reports its CPU and memory occupancy, each
+    /// SE sets its window with a fuzzy controller ([`crate::fuzzy`]); the RE's backstop
+    /// is the paper's RED-like rejection (`red`).
+    #[serde(rename = "fuzzy")]
+    Fuzzy,
 }
 
 impl Algorithm {
-    pub const ALL: [Algorithm; 12] = [
+    pub const ALL: [Algorithm; 13] = [
         Algorithm::None,
         Algorithm::Threshold,
         Algorithm::WinDisc,
@@ -89,6 +94,7 @@ impl Algorithm {
         Algorithm::Red,
         Algorithm::Pi,
         Algorithm::LatencyBucket,
+        Algorithm::Fuzzy,
     ];
 
     pub fn name(self) -> &'static str {
@@ -105,6 +111,7 @@ impl Algorithm {
             Algorithm::Red => "red",
             Algorithm::Pi => "pi",
             Algorithm::LatencyBucket => "latency-bucket",
+            Algorithm::Fuzzy => "fuzzy",
         }
     }
 
@@ -128,6 +135,7 @@ impl Algorithm {
         match self.feedback_kind() {
             None => &[],
             Some("window") => &[OcAlgorithm::SluiceWindow],
+            Some("load") => &[OcAlgorithm::SluiceLoad],
             Some("rate") => &[
                 OcAlgorithm::SluiceRate,
                 OcAlgorithm::Rate,
@@ -150,6 +158,7 @@ impl Algorithm {
             Algorithm::WinDisc | Algorithm::WinCont | Algorithm::WinAuto => Some("window"),
             Algorithm::RateAbs => Some("rate"),
             Algorithm::RateOcc => Some("acceptance-fraction"),
+            Algorithm::Fuzzy => Some("load"),
         }
     }
 }
@@ -295,7 +304,11 @@ impl ControlConfig {
                     AnyLocalAdmission::AdmitAll(AdmitAll)
                 }
             }
-            Algorithm::None => AnyLocalAdmission::AdmitAll(AdmitAll),
+            // The paper's RE: its RED-like local rejection (§III) behind the windows.
+            Algorithm::Fuzzy if self.backstop => {
+                AnyLocalAdmission::Red(RedRejection::new(&self.red, self.seed))
+            }
+            Algorithm::None | Algorithm::Fuzzy => AnyLocalAdmission::AdmitAll(AdmitAll),
         }
     }
 
@@ -360,6 +373,7 @@ impl ControlConfig {
             Algorithm::RateOcc => {
                 AnyFeedbackGenerator::RateOcc(RateOcc::new(&self.rate_occ, est, src, now))
             }
+            Algorithm::Fuzzy => AnyFeedbackGenerator::LoadReport(LoadReport::new(est, src, now)),
         }
     }
 }
@@ -448,8 +462,9 @@ mod tests {
             let g = cfg.build_feedback_generator(Time::ZERO, None);
             assert_eq!(g.metrics().active_sources, 0);
             let local = cfg.build_local_admission(Time::ZERO, 800);
-            // A feedback algorithm's RE keeps the threshold as its backstop.
-            let expected_backstop = !a.is_local();
+            // A feedback algorithm's RE keeps the threshold as its backstop, the fuzzy
+            // window's the paper's RED-like rejection.
+            let expected_backstop = !a.is_local() && a != Algorithm::Fuzzy;
             assert_eq!(
                 matches!(local, AnyLocalAdmission::AdmitAll(_)),
                 a == Algorithm::None,
@@ -458,6 +473,11 @@ mod tests {
             assert_eq!(
                 matches!(local, AnyLocalAdmission::Threshold(_)),
                 a == Algorithm::Threshold || expected_backstop,
+                "{a}"
+            );
+            assert_eq!(
+                matches!(local, AnyLocalAdmission::Red(_)),
+                a == Algorithm::Red || a == Algorithm::Fuzzy,
                 "{a}"
             );
             let without = ControlConfig {

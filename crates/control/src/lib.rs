@@ -75,6 +75,7 @@ mod config;
 pub mod enforcer;
 pub mod estimation;
 pub mod fairness;
+pub mod fuzzy;
 pub mod optimal;
 pub mod overload;
 pub mod receiver;

@@ -117,6 +117,10 @@ pub enum FeedbackValue {
     /// Relative rate feedback: fraction of its offered sessions the SE should send,
     /// in `[0, 1]` (rate-occ). RFC 7339's `oc` loss percentage is `100 * (1 - f)`.
     AcceptFraction(f64),
+    /// The RE's own occupancy, for an SE that sets its window from it (the fuzzy window,
+    /// Montazerolghaem & Yaghmaee 2014): processor busy fraction and memory occupancy,
+    /// each in `[0, 1]`, averaged over the RE's measurement interval.
+    Load { cpu: f64, memory: f64 },
 }
 
 /// Feedback as carried on a message from the RE to one SE.

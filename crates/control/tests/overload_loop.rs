@@ -191,6 +191,7 @@ fn run_with(
                             validity_ms: Some(validity_ms),
                             seq: Some(seq),
                             window_ack: None,
+                            memory: None,
                         },
                     );
                 }

@@ -285,6 +285,9 @@ struct Link {
     timer_c_fired: bool,
     /// RE: the upstream neighbour's offer, for the responses relayed to it.
     offer: Option<Offer>,
+    /// SE: the next hop whose fuzzy window counts this INVITE in transit, until the first
+    /// response to it or the end of its transaction.
+    in_transit_to: Option<SocketAddr>,
 }
 
 /// The admission policy: a configured one (which may drain the INVITE queue) or one
@@ -1013,6 +1016,7 @@ impl ProxyCore {
             .queue_peak
             .max(self.queue.len() + self.invite_queue.len());
         self.hop.on_queue(now, self.occupancy_now);
+        self.hop.on_memory(now, self.memory_occupancy());
         self.admission.get().on_queue(now, self.occupancy_now);
         self.record_queue(now);
         self.release_held(now);
@@ -1091,6 +1095,24 @@ impl ProxyCore {
     /// What the memory budget covers: the transactions' bytes and the queued messages.
     fn bytes_in_use(&self) -> usize {
         self.txn.bytes_held() + self.queued_bytes
+    }
+
+    /// The fullest of the bounded stores, in `[0, 1]`: the queues against their capacity,
+    /// the transactions against the table limit, and the bytes held against the memory
+    /// budget. The memory occupancy the fuzzy window's RE reports: overload fills the
+    /// queue first, and the other two are what the table headroom guards.
+    fn memory_occupancy(&self) -> f64 {
+        let fill = |used: usize, limit: usize| used as f64 / limit.max(1) as f64;
+        let queue_limit = self.queue_capacity
+            + if self.split {
+                self.invite_queue_capacity
+            } else {
+                0
+            };
+        fill(self.queue.len() + self.invite_queue.len(), queue_limit)
+            .max(fill(self.txn.len(), self.txn.config().max_transactions))
+            .max(fill(self.bytes_in_use(), self.memory_budget))
+            .min(1.0)
     }
 
     /// The shell could not send a transmit of this origin (§16.9: a 503 from the branch,
@@ -1493,6 +1515,7 @@ impl ProxyCore {
         }
         if changed {
             self.hop.on_queue(now, self.occupancy_now);
+            self.hop.on_memory(now, self.memory_occupancy());
             self.admission.get().on_queue(now, self.occupancy_now);
             self.record_queue(now);
         }
@@ -1742,6 +1765,9 @@ impl ProxyCore {
             } => {
                 if let Some(link) = self.links.remove(&client) {
                     self.by_server.remove(&link.server);
+                    if let Some(hop) = link.in_transit_to {
+                        self.hop.session_answered(hop);
+                    }
                 }
                 self.timer_c_cancel_of.remove(&client);
             }
@@ -1756,6 +1782,9 @@ impl ProxyCore {
         let Some(link) = self.links.get_mut(&client) else {
             return;
         };
+        if let Some(hop) = link.in_transit_to.take() {
+            self.hop.session_answered(hop);
+        }
         if link.final_relayed {
             return;
         }
@@ -1890,6 +1919,8 @@ impl ProxyCore {
             {
                 self.stats.forwarded_requests += 1;
                 self.cur_accepted = invite;
+                let in_transit_to =
+                    (invite && dialog_creating && self.hop.session_sent(dest)).then_some(dest);
                 self.links.insert(
                     client,
                     Link {
@@ -1900,6 +1931,7 @@ impl ProxyCore {
                         cancel_pending: false,
                         timer_c_fired: false,
                         offer: self.cur_offer.clone(),
+                        in_transit_to,
                     },
                 );
                 self.by_server.insert(tx, client);
@@ -1938,6 +1970,9 @@ impl ProxyCore {
             }
             return;
         };
+        if let Some(hop) = link.in_transit_to.take() {
+            self.hop.session_answered(hop);
+        }
         let status = response.status().unwrap_or(0);
         if status < 200 {
             link.provisional_seen = true;

@@ -25,7 +25,7 @@ use serde::{Deserialize, Serialize};
 use sluice_control::overload::{
     is_sos_urn, OcAlgorithm, OcClient, OcClientConfig, OcClientStats, OcResponse, OcSequence,
     OcServer, OcServerConfig, OcServerStats, OcVerdict, RequestMethod, RequestTraits,
-    FEED_FORWARD_PARAM, WINDOW_ACK_PARAM, WINDOW_IN_FLIGHT_PARAM, WINDOW_SENT_PARAM,
+    FEED_FORWARD_PARAM, MEMORY_PARAM, WINDOW_ACK_PARAM, WINDOW_IN_FLIGHT_PARAM, WINDOW_SENT_PARAM,
 };
 use sluice_control::{
     Algorithm, AnyFeedbackGenerator, Completion, ControlConfig, FeedbackGenerator, MessageSummary,
@@ -68,7 +68,8 @@ pub enum HopRole {
 /// role = "se"
 /// next_hops = ["127.0.0.1:5080"]   # default: next_hop
 /// [overload.client]
-/// algorithms = ["rate", "loss"]    # or "sluicerate", "sluicewin": Shen et al.'s enforcement
+/// algorithms = ["rate", "loss"]    # or "sluicerate", "sluicewin": Shen et al.'s enforcement;
+///                                  # "sluiceload": the fuzzy window (algorithm = "fuzzy")
 /// ```
 ///
 /// Interop: Kamailio 5.6's Via parser splits a quoted `oc-algo="loss,rate"` at the comma and
@@ -115,7 +116,7 @@ impl OverloadConfig {
                 if control.algorithm.is_local() {
                     return Err(format!(
                         "overload role re needs a feedback algorithm (win-disc, win-cont, \
-                         win-auto, rate-abs, rate-occ), not {}",
+                         win-auto, rate-abs, rate-occ, fuzzy), not {}",
                         control.algorithm
                     ));
                 }
@@ -500,6 +501,7 @@ impl Hop {
                 micros: s.micros,
             }),
             window_ack: count_param(&via, WINDOW_ACK_PARAM),
+            memory: count_param(&via, MEMORY_PARAM),
         };
         client.on_response(now, &response);
     }
@@ -533,6 +535,30 @@ impl Hop {
     pub(crate) fn on_queue(&mut self, now: Time, queue: QueueOccupancy) {
         if let Some(g) = self.generator.as_mut() {
             g.on_queue(now, queue);
+        }
+    }
+
+    /// RE: the proxy's memory occupancy (see `ProxyCore::memory_occupancy`).
+    pub(crate) fn on_memory(&mut self, now: Time, occupancy: f64) {
+        if let Some(g) = self.generator.as_mut() {
+            g.on_memory(now, occupancy);
+        }
+    }
+
+    /// SE: a session-starting INVITE went to `dest`; whether `dest` is a configured next
+    /// hop, whose client then counts it in transit until
+    /// [`session_answered`](Self::session_answered).
+    pub(crate) fn session_sent(&mut self, dest: SocketAddr) -> bool {
+        self.clients
+            .get_mut(&dest)
+            .map(OcClient::on_session_sent)
+            .is_some()
+    }
+
+    /// SE: the first response to an INVITE counted by `session_sent`, or its end.
+    pub(crate) fn session_answered(&mut self, dest: SocketAddr) {
+        if let Some(c) = self.clients.get_mut(&dest) {
+            c.on_session_answered();
         }
     }
 
@@ -587,7 +613,11 @@ impl Hop {
             return None;
         };
         self.stats.responses_stamped += 1;
-        let mut pairs: StampParams = params.pairs().into_iter().collect();
+        let mut pairs: StampParams = params
+            .pairs()
+            .into_iter()
+            .chain(params.extra_pair())
+            .collect();
         if params.algorithm == OcAlgorithm::SluiceWindow && self.window_acks {
             if let Some(sent) = self.window_sent.get(&offer.neighbour) {
                 pairs.push((WINDOW_ACK_PARAM, sent.to_string()));

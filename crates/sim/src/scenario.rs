@@ -282,12 +282,14 @@ impl Scenario {
     /// The paper's SEs (§4.2): infinite capacity (no emulated cost), enforcing feedback as
     /// the paper pairs it with the algorithm (§2.4.2) by offering, in this order, the
     /// window extension (win-*), the rate extension with its percentage throttle
-    /// (rate-abs) and RFC 7339's loss (rate-occ's acceptance fraction as a percentage).
+    /// (rate-abs), the load report for the fuzzy window (Montazerolghaem & Yaghmaee) and
+    /// RFC 7339's loss (rate-occ's acceptance fraction as a percentage).
     pub fn paper_se() -> ProxyConfig {
         let mut se = ProxyConfig::default();
         se.overload.client.algorithms = vec![
             OcAlgorithm::SluiceWindow,
             OcAlgorithm::SluiceRate,
+            OcAlgorithm::SluiceLoad,
             OcAlgorithm::Loss,
         ];
         se

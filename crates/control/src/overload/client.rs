@@ -15,15 +15,23 @@
 //! blocked session is held instead of rejected ([`OcVerdict::Hold`]) and handed back by
 //! [`OcClient::poll_release`] when the throttle lets it go; when control ends, everything
 //! held is released.
+//!
+//! `sluiceload` sets a window of INVITEs in transit with the fuzzy controller
+//! ([`crate::fuzzy`]) from the server's reported CPU and memory occupancy. An INVITE is
+//! in transit from when the driver sends it ([`OcClient::on_session_sent`]) until the
+//! first response to it from the server, or the end of its transaction
+//! ([`OcClient::on_session_answered`]): the "requests waiting for response" of the
+//! paper's window (§I) and RFC 6357 §9.3's messages in transit.
 
 use crate::enforcer::{
     BlockingMode, FeedbackEnforcer, OfferedLoadMeter, Throttle, ThrottleKind, ThrottleSpec,
 };
+use crate::fuzzy::{FuzzyWindow, FuzzyWindowConfig};
 use crate::overload::loss::LossThrottle;
 use crate::overload::rate::RateBucket;
 use crate::overload::{
-    OcAlgorithm, OcSequence, Reduction, RequestTraits, FEED_FORWARD_PARAM, SLUICE_RATE_SCALE,
-    WINDOW_IN_FLIGHT_PARAM, WINDOW_SENT_PARAM,
+    OcAlgorithm, OcSequence, Reduction, RequestTraits, FEED_FORWARD_PARAM, SLUICE_LOAD_SCALE,
+    SLUICE_RATE_SCALE, WINDOW_IN_FLIGHT_PARAM, WINDOW_SENT_PARAM,
 };
 use crate::types::{Feedback, FeedbackValue, MessageSummary, RequestId, ThrottleVerdict};
 use rand::{Rng, SeedableRng};
@@ -84,6 +92,8 @@ pub struct OcClientConfig {
     #[serde(rename = "meter_interval_ms", with = "crate::serde_millis")]
     pub meter_interval: Duration,
     pub meter_smoothing_weight: f64,
+    /// The fuzzy window `sluiceload` sets (Montazerolghaem & Yaghmaee 2014).
+    pub fuzzy: FuzzyWindowConfig,
 }
 
 impl Default for OcClientConfig {
@@ -104,6 +114,7 @@ impl Default for OcClientConfig {
             feed_forward: false,
             meter_interval: Duration::from_millis(100),
             meter_smoothing_weight: 0.2,
+            fuzzy: FuzzyWindowConfig::default(),
         }
     }
 }
@@ -120,6 +131,8 @@ pub struct OcResponse<'a> {
     /// `sluice-wack`: the server's echo of the sessions this client had sent when it wrote
     /// the latest request the server had received ([`crate::overload::WINDOW_ACK_PARAM`]).
     pub window_ack: Option<u64>,
+    /// `sluice-mem`: the server's memory occupancy in thousandths (`sluiceload`).
+    pub memory: Option<u64>,
 }
 
 /// What became of a response's parameters.
@@ -234,6 +247,8 @@ enum Control {
         throttle: Throttle,
         value: u64,
     },
+    /// `sluiceload`: the fuzzy window.
+    Fuzzy(FuzzyWindow),
 }
 
 #[derive(Clone, Debug)]
@@ -257,6 +272,8 @@ pub struct OcClient {
     sessions_sent: u64,
     /// The last count the server echoed beside a window, while windows are in force.
     window_ack: Option<u64>,
+    /// Session-starting INVITEs sent and not yet answered (the fuzzy window's count).
+    in_transit: u64,
     stats: OcClientStats,
 }
 
@@ -293,6 +310,7 @@ impl OcClient {
             released: std::collections::VecDeque::new(),
             sessions_sent: 0,
             window_ack: None,
+            in_transit: 0,
             stats: OcClientStats::default(),
         }
     }
@@ -312,6 +330,22 @@ impl OcClient {
         self.sessions_sent
     }
 
+    /// The driver sent a session-starting INVITE to the server.
+    pub fn on_session_sent(&mut self) {
+        self.in_transit += 1;
+    }
+
+    /// The first response from the server to a session-starting INVITE it was sent, or the
+    /// end of its transaction without one (once per [`OcClient::on_session_sent`]).
+    pub fn on_session_answered(&mut self) {
+        self.in_transit = self.in_transit.saturating_sub(1);
+    }
+
+    /// Session-starting INVITEs sent and not yet answered.
+    pub fn in_transit(&self) -> u64 {
+        self.in_transit
+    }
+
     /// The algorithm currently in force, if any.
     pub fn active(&self) -> Option<OcAlgorithm> {
         match self.control {
@@ -319,14 +353,16 @@ impl OcClient {
             Control::Loss(_) => Some(OcAlgorithm::Loss),
             Control::Rate(_) => Some(OcAlgorithm::Rate),
             Control::Sluice { algorithm, .. } => Some(algorithm),
+            Control::Fuzzy(_) => Some(OcAlgorithm::SluiceLoad),
         }
     }
 
     /// The `oc` value in force (loss percent, rate per second, window slots left, or
-    /// `sluicerate`'s thousandths of a session per second).
+    /// `sluicerate`'s thousandths of a session per second; `sluiceload`: the window).
     pub fn value(&self) -> Option<i64> {
         match &self.control {
             Control::Off => None,
+            Control::Fuzzy(w) => Some(w.window().floor() as i64),
             Control::Loss(l) => Some(i64::from(l.percent())),
             Control::Rate(r) => i64::try_from(r.rate()).ok(),
             Control::Sluice {
@@ -445,21 +481,35 @@ impl OcClient {
             OcAlgorithm::Loss => oc <= 100,
             OcAlgorithm::Rate | OcAlgorithm::SluiceWindow => u32::try_from(oc).is_ok(),
             OcAlgorithm::SluiceRate => oc <= u64::from(u32::MAX) * 1000,
+            OcAlgorithm::SluiceLoad => {
+                let full = SLUICE_LOAD_SCALE as u64;
+                oc <= full && response.memory.is_some_and(|m| m <= full)
+            }
         };
         if !in_range {
             return OcUpdate::OutOfRange;
         }
         self.last_seq = Some(seq);
         self.last_seq_at = now;
-        self.apply(now, algorithm, oc, response.window_ack);
+        self.apply(now, algorithm, oc, response);
         self.expires = Some(now + validity);
         OcUpdate::Applied
     }
 
     /// `oc` is in range for `algorithm` (checked by the caller).
-    fn apply(&mut self, now: Time, algorithm: OcAlgorithm, oc: u64, window_ack: Option<u64>) {
+    fn apply(&mut self, now: Time, algorithm: OcAlgorithm, oc: u64, response: &OcResponse<'_>) {
         let small = u32::try_from(oc).unwrap_or(u32::MAX);
         match (&mut self.control, algorithm) {
+            (control, OcAlgorithm::SluiceLoad) => {
+                if !matches!(control, Control::Fuzzy(_)) {
+                    self.stop();
+                    self.control = Control::Fuzzy(FuzzyWindow::new(&self.config.fuzzy));
+                }
+                if let Control::Fuzzy(w) = &mut self.control {
+                    let memory = response.memory.unwrap_or(0) as f64 / SLUICE_LOAD_SCALE;
+                    w.on_report(now, oc as f64 / SLUICE_LOAD_SCALE, memory, self.in_transit);
+                }
+            }
             (Control::Loss(l), OcAlgorithm::Loss) => l.set_percent(small),
             (Control::Rate(r), OcAlgorithm::Rate) => r.set_rate(oc),
             (_, OcAlgorithm::Loss) => {
@@ -479,7 +529,7 @@ impl OcClient {
                 ));
             }
             (_, OcAlgorithm::SluiceWindow | OcAlgorithm::SluiceRate) => {
-                self.apply_sluice(now, algorithm, oc, window_ack);
+                self.apply_sluice(now, algorithm, oc, response.window_ack);
             }
         }
     }
@@ -600,7 +650,11 @@ impl OcClient {
                 self.stats.hold_overflow += after.hold_overflow - before.hold_overflow;
                 pass
             }
-            Control::Off | Control::Sluice { .. } => true,
+            // A priority INVITE is never refused (as above).
+            Control::Fuzzy(w) if request.starts_session() && rank != Reduction::Priority => {
+                w.allows(self.in_transit)
+            }
+            Control::Off | Control::Sluice { .. } | Control::Fuzzy(_) => true,
         };
         if pass {
             self.stats.forwarded += 1;

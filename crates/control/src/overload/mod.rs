@@ -18,6 +18,10 @@
 //!   offered rate, or by a token bucket, leaky bucket or call gapping
 //!   ([`OcClientConfig::rate_throttle`]). RFC 7339's grammar allows only letters and
 //!   digits in an algorithm token, hence no hyphen.
+//!   [`OcAlgorithm::SluiceLoad`], token `sluiceload`: the server's own occupancy for the
+//!   fuzzy window (Montazerolghaem & Yaghmaee 2014, [`crate::fuzzy`]): `oc` carries its
+//!   CPU occupancy and [`MEMORY_PARAM`] (`sluice-mem`) its memory occupancy, both in
+//!   thousandths; the client sets its window of INVITEs in transit from them.
 //! - [`FEED_FORWARD_PARAM`] (`sluice-ff`): an extension Via parameter on requests with the
 //!   client's offered session rate before throttling, in sessions per second (the
 //!   double-feed architecture, Shen et al. §6.1.2). Servers that do not know it ignore it
@@ -114,6 +118,11 @@ pub const WINDOW_ACK_PARAM: &str = "sluice-wack";
 /// [`WINDOW_ACK_PARAM`] it received: those on the link, which a server holding its delay
 /// budget to its queue gives back in the window.
 pub const WINDOW_IN_FLIGHT_PARAM: &str = "sluice-wflight";
+/// The Via parameter (responses with `oc-algo="sluiceload"`) carrying the server's memory
+/// occupancy in thousandths, beside its CPU occupancy in `oc`.
+pub const MEMORY_PARAM: &str = "sluice-mem";
+/// `sluiceload` values count thousandths.
+pub const SLUICE_LOAD_SCALE: f64 = 1000.0;
 
 /// An overload control algorithm as named in `oc-algo`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
@@ -131,14 +140,19 @@ pub enum OcAlgorithm {
     /// enforced as the paper does (§2.4.2).
     #[serde(rename = "sluicerate")]
     SluiceRate,
+    /// Extension: `oc` is the server's CPU occupancy and `sluice-mem` its memory occupancy,
+    /// in thousandths, for the fuzzy window (Montazerolghaem & Yaghmaee 2014).
+    #[serde(rename = "sluiceload")]
+    SluiceLoad,
 }
 
 impl OcAlgorithm {
-    pub const ALL: [OcAlgorithm; 4] = [
+    pub const ALL: [OcAlgorithm; 5] = [
         OcAlgorithm::Loss,
         OcAlgorithm::Rate,
         OcAlgorithm::SluiceWindow,
         OcAlgorithm::SluiceRate,
+        OcAlgorithm::SluiceLoad,
     ];
 
     pub fn token(self) -> &'static str {
@@ -147,6 +161,7 @@ impl OcAlgorithm {
             OcAlgorithm::Rate => "rate",
             OcAlgorithm::SluiceWindow => "sluicewin",
             OcAlgorithm::SluiceRate => "sluicerate",
+            OcAlgorithm::SluiceLoad => "sluiceload",
         }
     }
 

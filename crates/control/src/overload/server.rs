@@ -13,6 +13,8 @@
 //!   the client's count.
 //! - `sluicerate`: `oc` = the rate in thousandths of a session per second, or `f λ` from
 //!   a fraction against a fed-forward offered rate, like `rate`.
+//! - `sluiceload`: `oc` = the CPU occupancy and `sluice-mem` the memory occupancy, in
+//!   thousandths, repeated like `loss` and `rate` until the next report.
 //! - `λ` is the neighbour's fed-forward rate when it sends one, else the rate of
 //!   session starts arriving from it scaled back by the loss asked for while they were
 //!   counted (arrivals are what is left after the client's reduction; see `offered.rs`).
@@ -83,6 +85,8 @@ pub struct OcParams {
     pub algorithm: OcAlgorithm,
     pub validity_ms: u64,
     pub seq: OcSequence,
+    /// `sluice-mem` (`sluiceload` only): memory occupancy in thousandths.
+    pub memory: Option<u64>,
 }
 
 impl OcParams {
@@ -102,9 +106,16 @@ impl OcParams {
     /// of them yet. A client's Via already carries `oc` and its `oc-algo` list, so to
     /// stamp it use [`OcParams::pairs`] with the codec's edits, which replace them.
     pub fn append_to(&self, via: &mut String) {
-        for (name, value) in self.pairs() {
+        for (name, value) in self.pairs().into_iter().chain(self.extra_pair()) {
             let _ = write!(via, ";{name}={value}");
         }
+    }
+
+    /// The sluice parameter that goes beside the four of [`OcParams::pairs`], if any
+    /// (`sluice-mem` for `sluiceload`).
+    pub fn extra_pair(&self) -> Option<(&'static str, String)> {
+        self.memory
+            .map(|m| (crate::overload::MEMORY_PARAM, m.to_string()))
     }
 }
 
@@ -250,6 +261,7 @@ impl OcServer {
                         algorithm,
                         validity_ms: 0,
                         seq: self.next_seq(now),
+                        memory: None,
                     });
                 }
             },
@@ -257,6 +269,12 @@ impl OcServer {
         let Some(oc) = translate(neighbour, now, value, algorithm) else {
             self.stats.unconvertible += 1;
             return None;
+        };
+        let memory = match (algorithm, value) {
+            (OcAlgorithm::SluiceLoad, FeedbackValue::Load { memory, .. }) => {
+                Some(thousandths(memory))
+            }
+            _ => None,
         };
         let validity = if algorithm == OcAlgorithm::SluiceWindow {
             self.config.window_validity
@@ -269,6 +287,7 @@ impl OcServer {
             algorithm,
             validity_ms: u64::try_from(validity.as_millis()).unwrap_or(u64::MAX),
             seq: self.next_seq(now),
+            memory,
         })
     }
 
@@ -293,6 +312,7 @@ impl OcServer {
             algorithm,
             validity_ms: 0,
             seq: self.next_seq(now),
+            memory: None,
         })
     }
 
@@ -327,6 +347,9 @@ fn translate(
 ) -> Option<u64> {
     let loss = match (algorithm, value) {
         (OcAlgorithm::SluiceWindow, FeedbackValue::Window(w)) => return Some(u64::from(w)),
+        (OcAlgorithm::SluiceLoad, FeedbackValue::Load { cpu, .. }) => {
+            return Some(thousandths(cpu))
+        }
         (OcAlgorithm::Loss, FeedbackValue::AcceptFraction(f)) if !f.is_nan() => {
             1.0 - f.clamp(0.0, 1.0)
         }
@@ -358,6 +381,16 @@ fn translate(
     neighbour.arrivals.set_pass(now, 1.0 - percent / 100.0);
     // In [0, 100] by the clamps above.
     Some(percent as u64)
+}
+
+/// An occupancy in `[0, 1]` as thousandths (NaN: full).
+fn thousandths(occupancy: f64) -> u64 {
+    let o = if occupancy.is_nan() {
+        1.0
+    } else {
+        occupancy.clamp(0.0, 1.0)
+    };
+    (o * crate::overload::SLUICE_LOAD_SCALE).round() as u64
 }
 
 /// A rate as `oc`: whole requests per second, never rounded down to a full stop.

@@ -27,6 +27,7 @@ fn response<'a>(oc: u64, algorithm: &'a str, validity_ms: u64, s: &str) -> OcRes
         validity_ms: Some(validity_ms),
         seq: Some(seq(s)),
         window_ack: None,
+        memory: None,
     }
 }
 
@@ -784,6 +785,7 @@ fn server_parameters_drive_the_client_end_to_end() {
         validity_ms: Some(p.validity_ms),
         seq: OcSequence::parse(&text),
         window_ack: None,
+        memory: None,
     };
     assert_eq!(c.on_response(t, &wire), OcUpdate::Applied);
     assert_eq!(c.active(), Some(OcAlgorithm::Rate));
@@ -850,6 +852,7 @@ fn release_parameters_stop_the_client_at_once() {
         validity_ms: Some(p.validity_ms),
         seq: Some(p.seq),
         window_ack: None,
+        memory: None,
     };
     let p = s
         .response_params(t, SE, &["loss"], fb(1, FeedbackValue::AcceptFraction(0.0)))

@@ -2,8 +2,10 @@
 //!
 //! One file per algorithm, each implementing [`FeedbackGenerator`]:
 //! [`WinDisc`], [`WinCont`], [`WinAuto`], [`RateAbs`], [`RateOcc`], plus [`NoFeedback`]
-//! for the baselines. [`AnyFeedbackGenerator`] wraps whichever one a config selects.
+//! for the baselines and [`LoadReport`], the RE's occupancy for the fuzzy window
+//! (Montazerolghaem & Yaghmaee 2014). [`AnyFeedbackGenerator`] wraps whichever one a config selects.
 
+mod load_report;
 mod none;
 mod rate_abs;
 mod rate_occ;
@@ -11,6 +13,7 @@ mod win_auto;
 mod win_cont;
 mod win_disc;
 
+pub use load_report::LoadReport;
 pub use none::NoFeedback;
 pub use rate_abs::{RateAbs, RateAbsConfig};
 pub(crate) use rate_occ::next_fraction as occupancy_fraction_step;
@@ -40,6 +43,9 @@ pub trait FeedbackGenerator {
     /// add them back to its window, so that the budget is the queue's alone; the others
     /// ignore it.
     fn on_in_flight(&mut self, _now: Time, _from: NeighbourId, _sessions: f64) {}
+    /// The RE's memory occupancy changed, in `[0, 1]` (see [`LoadReport`]); only the
+    /// load report reads it.
+    fn on_memory(&mut self, _now: Time, _occupancy: f64) {}
     /// The queue's contents changed (eq. 1 needs the instant value).
     fn on_queue(&mut self, now: Time, queue: QueueOccupancy);
     /// The processor finished a message.
@@ -338,6 +344,7 @@ pub enum AnyFeedbackGenerator {
     WinAuto(WinAuto),
     RateAbs(RateAbs),
     RateOcc(RateOcc),
+    LoadReport(LoadReport),
 }
 
 macro_rules! dispatch {
@@ -349,6 +356,7 @@ macro_rules! dispatch {
             AnyFeedbackGenerator::WinAuto($g) => $e,
             AnyFeedbackGenerator::RateAbs($g) => $e,
             AnyFeedbackGenerator::RateOcc($g) => $e,
+            AnyFeedbackGenerator::LoadReport($g) => $e,
         }
     };
 }
@@ -362,6 +370,9 @@ impl FeedbackGenerator for AnyFeedbackGenerator {
     }
     fn on_in_flight(&mut self, now: Time, from: NeighbourId, sessions: f64) {
         dispatch!(self, g => g.on_in_flight(now, from, sessions));
+    }
+    fn on_memory(&mut self, now: Time, occupancy: f64) {
+        dispatch!(self, g => g.on_memory(now, occupancy));
     }
     fn on_queue(&mut self, now: Time, queue: QueueOccupancy) {
         dispatch!(self, g => g.on_queue(now, queue));
