@@ -12,6 +12,14 @@ pub const SIMULATOR: &[(&str, &str)] = &[
         include_str!("../../../experiments/decicco-fig11-12.toml"),
     ),
     (
+        "montazerolghaem2014-fig26",
+        include_str!("../../../experiments/montazerolghaem2014-fig26.toml"),
+    ),
+    (
+        "montazerolghaem2014-fig30",
+        include_str!("../../../experiments/montazerolghaem2014-fig30.toml"),
+    ),
+    (
         "sampled-topologies",
         include_str!("../../../experiments/sampled-topologies.toml"),
     ),

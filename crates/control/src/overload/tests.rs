@@ -916,3 +916,57 @@ fn rate_control_starts_from_a_random_bucket_content_per_client() {
     let distinct: std::collections::BTreeSet<_> = bursts.iter().collect();
     assert!(distinct.len() >= 2, "{bursts:?}");
 }
+
+#[test]
+fn load_reports_set_the_fuzzy_window_of_invites_in_transit() {
+    let mut s = server(&OcAlgorithm::ALL);
+    let mut c = client(&[OcAlgorithm::SluiceLoad]);
+    let load = |cpu, memory| fb(1, FeedbackValue::Load { cpu, memory });
+    // The server writes CPU in `oc` and memory in `sluice-mem`, in thousandths.
+    let t = Time::from_millis(10);
+    let p = s
+        .response_params(t, SE, &["sluiceload", "loss"], load(1.0, 0.9))
+        .unwrap();
+    assert_eq!(p.algorithm, OcAlgorithm::SluiceLoad);
+    assert_eq!((p.oc, p.memory), (1000, Some(900)));
+    let mut via = String::new();
+    p.append_to(&mut via);
+    assert!(via.ends_with(";sluice-mem=900"), "{via}");
+    let wire = |p: &OcParams| OcResponse {
+        oc: Some(p.oc),
+        algorithm: Some(p.algorithm.token()),
+        validity_ms: Some(p.validity_ms),
+        seq: Some(p.seq),
+        window_ack: None,
+        memory: p.memory,
+    };
+    // Saturated and full: FastDEC takes the initial window of 10 down to 4.
+    assert_eq!(c.on_response(t, &wire(&p)), OcUpdate::Applied);
+    assert_eq!(c.active(), Some(OcAlgorithm::SluiceLoad));
+    assert_eq!(c.value(), Some(4));
+    for _ in 0..4 {
+        assert_eq!(c.admit(t, &INVITE), OcVerdict::Forward);
+        c.on_session_sent();
+    }
+    assert_eq!(c.admit(t, &INVITE), OcVerdict::Reject);
+    // A priority INVITE and the requests of admitted sessions are never held back.
+    assert_eq!(c.admit(t, &PRIORITY_INVITE), OcVerdict::Forward);
+    for r in exempt_requests() {
+        assert_eq!(c.admit(t, &r), OcVerdict::Forward);
+    }
+    // An answer frees a place.
+    c.on_session_answered();
+    assert_eq!(c.in_transit(), 3);
+    assert_eq!(c.admit(t, &INVITE), OcVerdict::Forward);
+    // A report without its memory, or with values past full, is ignored and counted.
+    let mut bad = wire(&p);
+    bad.seq = Some(p.seq.successor());
+    bad.memory = None;
+    assert_eq!(c.on_response(t, &bad), OcUpdate::OutOfRange);
+    bad.memory = Some(1001);
+    assert_eq!(c.on_response(t, &bad), OcUpdate::OutOfRange);
+    bad.memory = Some(0);
+    bad.oc = Some(1001);
+    assert_eq!(c.on_response(t, &bad), OcUpdate::OutOfRange);
+    assert_eq!(c.stats().out_of_range, 3);
+}
