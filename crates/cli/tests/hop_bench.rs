@@ -12,13 +12,15 @@ fn workspace_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
-#[test]
-fn win_disc_feedback_holds_goodput_near_capacity_at_four_times_capacity_through_two_ses() {
-    let out = std::env::temp_dir().join(format!("sluice-hop-bench-{}", std::process::id()));
+/// Runs `variant` through two SEs at 4x a capacity of 100 calls/s; returns its stdout, the
+/// output folder and the summary's column reader.
+fn four_times_capacity_through_two_ses(variant: &str) -> (String, PathBuf, Vec<(String, String)>) {
+    let out =
+        std::env::temp_dir().join(format!("sluice-hop-bench-{variant}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&out);
     let run = Command::new(env!("CARGO_BIN_EXE_sluice"))
         .current_dir(workspace_root())
-        .args(["bench", "overload", "--ses", "2", "--variants", "win-disc"])
+        .args(["bench", "overload", "--ses", "2", "--variants", variant])
         .args([
             "--capacity",
             "100",
@@ -45,16 +47,27 @@ fn win_disc_feedback_holds_goodput_near_capacity_at_four_times_capacity_through_
 
     let summary = std::fs::read_to_string(out.join("summary.csv")).unwrap();
     let mut lines = summary.lines();
-    let header: Vec<&str> = lines.next().unwrap().split(',').collect();
-    let row: Vec<&str> = lines.next().unwrap().split(',').collect();
-    let col = |name: &str| -> f64 {
-        let i = header.iter().position(|h| *h == name).unwrap();
-        row[i].parse().unwrap()
-    };
-    assert_eq!(
-        row[header.iter().position(|h| *h == "algorithm").unwrap()],
-        "win-disc/sluicewin"
-    );
+    let header = lines.next().unwrap().split(',');
+    let row = lines.next().unwrap().split(',');
+    let columns = header
+        .zip(row)
+        .map(|(h, v)| (h.to_owned(), v.to_owned()))
+        .collect();
+    (stdout.into_owned(), out, columns)
+}
+
+fn column(columns: &[(String, String)], name: &str) -> f64 {
+    let (_, v) = columns.iter().find(|(h, _)| h == name).unwrap();
+    v.parse().unwrap()
+}
+
+#[test]
+fn win_disc_feedback_holds_goodput_near_capacity_at_four_times_capacity_through_two_ses() {
+    let (stdout, out, columns) = four_times_capacity_through_two_ses("win-disc");
+    let col = |name: &str| column(&columns, name);
+    assert!(columns
+        .iter()
+        .any(|(h, v)| h == "algorithm" && v == "win-disc/sluicewin"));
     let goodput = col("goodput");
     let reject = col("reject_ratio");
     eprintln!("{stdout}\ngoodput {goodput}, reject ratio {reject}");
@@ -73,6 +86,53 @@ fn win_disc_feedback_holds_goodput_near_capacity_at_four_times_capacity_through_
                 .any(|l| l.starts_with(&format!("win-disc as sluicewin window,4,{source},"))),
             "no rows for {source}"
         );
+    }
+    let _ = std::fs::remove_dir_all(&out);
+}
+
+/// The fuzzy window live: the RE reports its occupancy (`oc-algo="sluiceload"`), each SE
+/// sets its window of INVITEs in transit from it and rejects the excess, and the two SEs
+/// get about equal shares.
+#[test]
+fn fuzzy_window_holds_goodput_near_capacity_at_four_times_capacity_through_two_ses() {
+    let (stdout, out, columns) = four_times_capacity_through_two_ses("fuzzy");
+    let col = |name: &str| column(&columns, name);
+    assert!(
+        columns
+            .iter()
+            .any(|(h, v)| h == "algorithm" && v == "fuzzy/sluiceload"),
+        "{columns:?}"
+    );
+    let (goodput, reject) = (col("goodput"), col("reject_ratio"));
+    eprintln!("{stdout}\ngoodput {goodput}, reject ratio {reject}");
+    assert!(goodput > 0.75 && goodput < 1.1, "goodput {goodput}");
+    assert!(reject > 0.5, "reject ratio {reject}");
+    assert!(col("re_dropped") < 0.5, "the RE's queue must not overflow");
+    assert!(
+        col("retrans_ratio") < 0.01,
+        "retransmissions {}",
+        col("retrans_ratio")
+    );
+    // Per-source successful calls per second, from the series.
+    let series = std::fs::read_to_string(out.join("series.csv")).unwrap();
+    let mut lines = series.lines();
+    let header: Vec<&str> = lines.next().unwrap().split(',').collect();
+    let at = |name: &str| header.iter().position(|h| *h == name).unwrap();
+    let (source, successful) = (at("source"), at("successful"));
+    let mut per_source = [0.0, 0.0];
+    for line in lines {
+        let f: Vec<&str> = line.split(',').collect();
+        let i = match f[source] {
+            "UA1" => 0,
+            "UA2" => 1,
+            _ => continue,
+        };
+        per_source[i] += f[successful].parse::<f64>().unwrap_or(0.0);
+    }
+    let total: f64 = per_source.iter().sum();
+    assert!(total > 0.0, "{series}");
+    for g in per_source {
+        assert!((g / total - 0.5).abs() < 0.15, "shares {per_source:?}");
     }
     let _ = std::fs::remove_dir_all(&out);
 }
