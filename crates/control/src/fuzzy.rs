@@ -32,13 +32,12 @@
 //! undocumented; none is a dependency worth its weight here.
 //!
 //! Not in the paper, and why:
-//! - The window has a floor (`min_window`, four INVITEs) and a ceiling (`max_window`): a
+//! - The window has a floor (`min_window`, one INVITE) and a ceiling (`max_window`): a
 //!   window of zero never sends the INVITE whose responses would reopen it, and an
-//!   unbounded one grows without limit while the server is idle. On a LAN an INVITE is
-//!   answered within a few milliseconds, so the multiplicative steps settle a loaded
-//!   server's window at the floor; a floor of one then turned away the Poisson bursts of a
-//!   server offered 0.95 of its capacity (5 % of calls live, at 300 calls/s), while four
-//!   per SE still bound the RE's queue to a few milliseconds of work.
+//!   unbounded one grows without limit while the server is idle. The floor is also the
+//!   algorithm's limit: every SE keeps at least one INVITE in transit, so an RE that
+//!   cannot serve one call per SE within a retransmission interval (ten SEs in front of an
+//!   RE of 23 calls/s, say) is overrun whatever it reports.
 //! - The window grows only while it is in use: an increase never takes it beyond twice
 //!   the most INVITEs it had in transit since the last step (as TCP's congestion window
 //!   validation, RFC 7661). Otherwise a quiet hour leaves a window that takes many
@@ -182,7 +181,7 @@ pub struct FuzzyWindowConfig {
     /// `W_init`, INVITEs in transit, when the first report arrives. The paper gives none;
     /// ours: 10.
     pub initial_window: f64,
-    /// The floor: at least this many INVITEs may be in transit. Ours: 4.
+    /// The floor: at least this many INVITEs may be in transit. Ours: 1.
     pub min_window: f64,
     /// The ceiling. Ours: 10,000.
     pub max_window: f64,
@@ -196,7 +195,7 @@ impl Default for FuzzyWindowConfig {
     fn default() -> Self {
         Self {
             initial_window: 10.0,
-            min_window: 4.0,
+            min_window: 1.0,
             max_window: 10_000.0,
             update_interval: Duration::from_millis(200),
         }
@@ -372,7 +371,7 @@ mod tests {
         let config = FuzzyWindowConfig::default();
         let mut w = FuzzyWindow::new(&config);
         assert_eq!(w.window(), 10.0);
-        // Saturated and full: FastDEC, −0.533 a step, down to the floor of 4.
+        // Saturated and full: FastDEC, −0.533 a step, down to the floor of 1.
         let mut now = Time::ZERO;
         assert!(w.on_report(now, 1.0, 1.0, 0));
         assert!(close(w.window(), 10.0 * (1.0 - 0.6 + 0.2 / 3.0), 1e-2));
@@ -382,9 +381,9 @@ mod tests {
             now += config.update_interval;
             w.on_report(now, 1.0, 1.0, 0);
         }
-        assert_eq!(w.window(), 4.0);
-        assert!(w.allows(3));
-        assert!(!w.allows(4));
+        assert_eq!(w.window(), 1.0);
+        assert!(w.allows(0));
+        assert!(!w.allows(1));
         // Idle but in use: INC, +0.333 a step, up to twice what is in transit, and never
         // past the ceiling.
         for _ in 0..10 {
