@@ -243,3 +243,33 @@ fn provider_centric_splits_equally() {
         assert!(got.iter().sum::<f64>() >= 0.95, "{control}: total {got:?}");
     }
 }
+
+/// A lone SE sent straight into 3x with calls held for 30 s: its first `W_0` sessions are
+/// answered within milliseconds, before the RE's first control interval ends, and nothing
+/// else carries feedback to it. The SE's window probe must bring it the next window within
+/// about an interval; with a probe slower than the RE's one-second source expiry, each
+/// probe met a fresh entry at `W_0` and the SE carried `W_0` calls a second for seconds.
+#[test]
+fn a_lone_se_starting_into_overload_gets_its_window_within_an_interval() {
+    let mut s: Scenario = toml::from_str(
+        "duration_s = 6\nwarmup_s = 0\ntimeseries = true\nseed = 5\n\
+         sources = [{ name = \"UA\", share = 1.0, schedule = [{ at_s = 0.0, load = 3.0 }] }]\n\
+         re = { cost_forward_us = 204.0, cost_reject_us = 68.0, queue_capacity = 1000, \
+         control = { algorithm = \"win-disc\" } }\n",
+    )
+    .unwrap();
+    s.call.holding_time_s = 30.0;
+    let r = run(&s);
+    let ts = r.timeseries.as_ref().expect("time series requested");
+    // Seconds 1 to 5 (the first holds the W_0 burst and the probe).
+    let carried: Vec<f64> = ts
+        .points
+        .iter()
+        .filter(|p| p.t_s >= 1.0 && p.t_s < 5.0)
+        .map(|p| p.goodput_cps[0] / r.capacity_cps)
+        .collect();
+    assert_eq!(carried.len(), 4, "{carried:?}");
+    for g in &carried {
+        assert!(*g > 0.8, "per-second goodput over capacity: {carried:?}");
+    }
+}

@@ -71,7 +71,12 @@ pub struct OcClientConfig {
     #[serde(rename = "rate_tau_priority_ms", with = "crate::serde_millis")]
     pub rate_tau_priority: Duration,
     /// The window extension's probe (see [`crate::enforcer::WindowThrottle`]); `None`
-    /// disables it.
+    /// disables it. Default 200 ms, Table 2's control interval `T_c`: an SE whose window
+    /// ran out before the RE's next interval opened it hears of the new window one
+    /// interval later. At start-up, with one SE and calls held for tens of seconds, the
+    /// first `W_0` sessions are answered within milliseconds and nothing else carries
+    /// feedback; a probe slower than the RE's one-second source expiry finds a new entry
+    /// at `W_0` each time, and the SE sent `W_0` calls a second for 10 s live.
     #[serde(rename = "window_probe_after_ms", with = "crate::serde_millis::option")]
     pub window_probe_after: Option<Duration>,
     /// How `sluicerate` is enforced (Shen et al. §2.4.2): `percentage` (the paper's
@@ -106,7 +111,7 @@ impl Default for OcClientConfig {
             loss_mix_weight: 0.01,
             rate_tau: Duration::from_millis(20),
             rate_tau_priority: Duration::from_millis(100),
-            window_probe_after: Some(Duration::from_secs(1)),
+            window_probe_after: Some(Duration::from_millis(200)),
             rate_throttle: ThrottleKind::Percentage,
             blocking: None,
             hold_limit: 50,
