@@ -10,6 +10,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+#[path = "../../../tests/external_tools.rs"]
+mod external_tools;
+
 const SLUICE: &str = env!("CARGO_BIN_EXE_sluice");
 
 fn workspace_root() -> PathBuf {
@@ -185,14 +188,6 @@ fn uac_counts_503_from_the_uas_as_failures() {
     assert!((140..260).contains(&rejected), "{rejected}");
 }
 
-fn which(tool: &str) -> bool {
-    Command::new("sh")
-        .args(["-c", &format!("command -v {tool}")])
-        .stdout(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
-}
-
 fn free_udp_port() -> u16 {
     std::net::UdpSocket::bind("127.0.0.1:0")
         .unwrap()
@@ -223,11 +218,9 @@ fn wait_for(addr: SocketAddr) {
 }
 
 #[test]
+#[cfg_attr(missing_kamailio, ignore = "needs kamailio: apt-get install kamailio")]
 fn uac_through_kamailio_to_uas() {
-    if !which("kamailio") {
-        eprintln!("NOTICE: kamailio not installed; skipping sluice UAC -> Kamailio -> sluice UAS");
-        return;
-    }
+    external_tools::require("kamailio");
     let (_uas, uas_addr) = start_uas(30);
     let port = free_udp_port();
     let cfg = workspace_root().join("tests/kamailio/proxy.cfg");

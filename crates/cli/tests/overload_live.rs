@@ -5,6 +5,9 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+#[path = "../../../tests/external_tools.rs"]
+mod external_tools;
+
 const SLUICE: &str = env!("CARGO_BIN_EXE_sluice");
 
 fn workspace_root() -> PathBuf {
@@ -139,14 +142,12 @@ fn bad_arguments_are_clear_errors_and_nothing_runs() {
     }
 }
 
-/// Kamailio with its ratelimit module as the proxy under test (skipped with a notice if
-/// `kamailio` is not installed): below its capacity every call goes through.
+/// Kamailio with its ratelimit module as the proxy under test: below its capacity every
+/// call goes through.
 #[test]
+#[cfg_attr(missing_kamailio, ignore = "needs kamailio: apt-get install kamailio")]
 fn kamailio_with_ratelimit_is_a_proxy_under_test() {
-    if Command::new("kamailio").arg("-v").output().is_err() {
-        eprintln!("kamailio not installed: skipping the --proxy-cmd test");
-        return;
-    }
+    external_tools::require("kamailio");
     let cfg = workspace_root().join("tests/kamailio/ratelimit.cfg");
     let out = temp_dir("overload-kamailio");
     let run = Command::new(SLUICE)

@@ -6,6 +6,8 @@
 //! a notice when its tool is missing; CI installs both.
 
 mod common;
+#[path = "../../../tests/external_tools.rs"]
+mod external_tools;
 
 use std::io::Read as _;
 use std::net::{SocketAddr, UdpSocket};
@@ -14,7 +16,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use common::{answer, have};
+use common::answer;
 use sluice_control::overload::OcAlgorithm;
 use sluice_proxy_core::{HopRole, ProxyConfig, ProxyCore, Transmit};
 use sluice_sip::Message;
@@ -171,11 +173,9 @@ fn scratch(name: &str) -> PathBuf {
 }
 
 #[test]
+#[cfg_attr(missing_tshark, ignore = "needs tshark: apt-get install tshark")]
 fn tshark_decodes_the_parameters_sluice_sends() {
-    if !have("tshark") {
-        eprintln!("notice: tshark not installed (apt-get install tshark); skipping");
-        return;
-    }
+    external_tools::require("tshark");
     let (se, re, upstream) = (
         addr("127.0.0.1:5070"),
         addr("127.0.0.1:5060"),
@@ -309,11 +309,9 @@ impl Drop for Kamailio {
 }
 
 #[test]
+#[cfg_attr(missing_kamailio, ignore = "needs kamailio: apt-get install kamailio")]
 fn kamailio_reads_the_parameters_sluice_sends() {
-    if !have("kamailio") {
-        eprintln!("notice: kamailio not installed (apt-get install kamailio); skipping");
-        return;
-    }
+    external_tools::require("kamailio");
     let cfg = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/kamailio/oc.cfg");
     let kamailio = Kamailio::start(&cfg);
     let socket = UdpSocket::bind("127.0.0.1:0").unwrap();

@@ -11,7 +11,9 @@ use std::time::Duration;
 use sluice_proxy::ProxyConfig;
 
 mod common;
-use common::{have, Running};
+use common::Running;
+#[path = "../../../tests/external_tools.rs"]
+mod external_tools;
 
 const CALLS: u32 = 3000;
 const RATE: u32 = 500;
@@ -101,11 +103,13 @@ fn spray_garbage(proxy: SocketAddr, rounds: usize) -> usize {
 }
 
 #[test]
+#[cfg_attr(
+    any(missing_sipp, missing_promtool),
+    ignore = "needs sipp and promtool: apt-get install sip-tester prometheus"
+)]
 fn sipp_calls_through_the_proxy_complete_with_garbage_mixed_in() {
-    if !have("sipp") {
-        eprintln!("notice: sipp not installed (apt-get install sip-tester); skipping");
-        return;
-    }
+    external_tools::require("sipp");
+    external_tools::require("promtool");
     let dir = std::env::temp_dir().join(format!("sluice-proxy-sipp-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let uas_port = free_udp_port();
@@ -189,28 +193,24 @@ fn sipp_calls_through_the_proxy_complete_with_garbage_mixed_in() {
     let status: serde_json::Value = serde_json::from_str(&status_json).unwrap();
     assert!(status["admitted"].as_u64().unwrap() >= 5 * u64::from(CALLS));
 
-    if have("promtool") {
-        let mut child = Command::new("promtool")
-            .args(["check", "metrics"])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(metrics.as_bytes())
-            .unwrap();
-        let out = child.wait_with_output().unwrap();
-        assert!(
-            out.status.success(),
-            "promtool: {}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-    } else {
-        eprintln!("notice: promtool not installed; /metrics not linted");
-    }
+    let mut child = Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(metrics.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "promtool: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
 }

@@ -2,20 +2,9 @@
 #![allow(dead_code)]
 
 use std::fmt::Write as _;
-use std::process::{Command, Stdio};
 
 use sluice_proxy_core::Transmit;
 use sluice_sip::Message;
-
-/// Whether an external tool (sipp, kamailio, tshark) is installed.
-pub fn have(tool: &str) -> bool {
-    Command::new(tool)
-        .arg("-v")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok()
-}
 
 /// A final response from the next hop to a forwarded request, its top Via edited by `via`.
 pub fn answer(forwarded: &Transmit, status: u16, via: impl Fn(&str) -> String) -> String {

@@ -2,23 +2,12 @@
 #![allow(dead_code)]
 
 use std::net::SocketAddr;
-use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
 
 use sluice_load::shell::{bind_udp, run_uas, Stop};
 use sluice_load::UasConfig;
 use sluice_proxy::{Proxy, ProxyConfig, ProxyReport, ShutdownHandle};
-
-/// Whether an external tool (sipp, promtool) is installed.
-pub fn have(tool: &str) -> bool {
-    Command::new(tool)
-        .arg("-v")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok()
-}
 
 /// sluice's UAS on its own thread, answering every INVITE with 200.
 pub struct Uas {
