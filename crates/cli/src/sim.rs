@@ -74,6 +74,9 @@ pub fn run(args: &SimArgs) -> Result<(), String> {
         for (name, title) in builtin::titles(builtin::SIMULATOR) {
             println!("{name:<28} {title}");
         }
+        for (name, title) in builtin::titles(builtin::TUNING) {
+            println!("{name:<28} {title} (run with `sluice tune {name}`)");
+        }
         return Ok(());
     }
     let which = args.experiment.as_deref().unwrap_or_default();

@@ -99,6 +99,8 @@ fn list_names_the_built_in_figures() {
     for name in ["shen2008-fig04", "shen2008-fig21", "shen2008-fig27-31"] {
         assert!(stdout.contains(name), "{name}");
     }
+    // The tuner's experiment is listed too, with the command that runs it.
+    assert!(stdout.contains("sluice tune decicco-es-tuning"), "{stdout}");
 }
 
 #[test]
