@@ -191,6 +191,7 @@ impl FromStr for Algorithm {
 pub struct ControlConfig {
     pub algorithm: Algorithm,
     /// Seed for every random choice (win-cont lottery, percentage throttles).
+    #[serde(with = "crate::serde_seed")]
     pub seed: u64,
     pub fairness: Fairness,
     /// Hold the delay budget `D_B` of rate-abs, win-disc (half of the work the RE's queue
@@ -383,6 +384,32 @@ mod tests {
     use super::*;
     use crate::receiver::FeedbackGenerator;
     use std::time::Duration;
+
+    #[test]
+    fn every_seed_survives_toml() {
+        for seed in [0, 7, i64::MAX as u64, 1 << 63, u64::MAX] {
+            let cfg = ControlConfig {
+                seed,
+                ..ControlConfig::default()
+            };
+            let text = toml::to_string(&cfg).unwrap();
+            let back: ControlConfig = toml::from_str(&text).unwrap();
+            assert_eq!(back.seed, seed, "{text}");
+        }
+        // Ordinary seeds stay integers; a large one is a string, and either is read.
+        assert!(toml::to_string(&ControlConfig::default())
+            .unwrap()
+            .contains("seed = 0"));
+        let read: ControlConfig = toml::from_str("seed = \"12\"").unwrap();
+        assert_eq!(read.seed, 12);
+        for bad in ["seed = \"-1\"", "seed = -1", "seed = 1.5"] {
+            let err = toml::from_str::<ControlConfig>(bad).unwrap_err();
+            assert!(
+                err.to_string().contains("a seed, an integer"),
+                "{bad}: {err}"
+            );
+        }
+    }
 
     #[test]
     fn rate_occ_measures_at_least_as_often_as_it_acts() {

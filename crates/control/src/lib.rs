@@ -80,6 +80,7 @@ pub mod optimal;
 pub mod overload;
 pub mod receiver;
 mod serde_millis;
+mod serde_seed;
 pub mod smoothing;
 pub mod tuning;
 mod types;
