@@ -1,6 +1,7 @@
 //! Simulations on every core. Each run is a pure function of its scenario, so running them
 //! on threads changes nothing but the wall time: results come back in the input's order.
 
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
@@ -15,12 +16,13 @@ pub fn cores() -> usize {
 }
 
 /// Runs `items` on `jobs` threads (at least one), taking the next item as a thread becomes
-/// free; `done` is called from the worker thread after each run.
+/// free; `done` is called from the worker thread after each run with the item's index and
+/// report.
 fn run_each<T: Sync>(
     items: &[T],
     jobs: usize,
     scenario: impl Fn(&T) -> &Scenario + Sync,
-    done: impl Fn(&T) + Sync,
+    done: impl Fn(usize, &RunReport) + Sync,
 ) -> Vec<RunReport> {
     let next = AtomicUsize::new(0);
     let slots: Mutex<Vec<Option<RunReport>>> = Mutex::new(vec![None; items.len()]);
@@ -30,10 +32,10 @@ fn run_each<T: Sync>(
                 let i = next.fetch_add(1, Ordering::Relaxed);
                 let Some(item) = items.get(i) else { break };
                 let report = sluice_sim::run(scenario(item));
+                done(i, &report);
                 slots
                     .lock()
                     .unwrap_or_else(std::sync::PoisonError::into_inner)[i] = Some(report);
-                done(item);
             });
         }
     });
@@ -47,12 +49,42 @@ fn run_each<T: Sync>(
 
 /// Runs every point on `jobs` threads, advancing `console` after each.
 pub fn run_points(points: &[RunPoint], jobs: usize, console: &dyn Console) -> Vec<RunReport> {
-    run_each(points, jobs, |p| &p.scenario, |_| console.advance())
+    run_points_in_order(points, jobs, console, |_, _| {})
+}
+
+/// [`run_points`], also handing each point's report to `emit` in point order: a report
+/// waits until every earlier point's has gone, so what `emit` prints reads as the final
+/// table does, growing as the runs finish.
+pub fn run_points_in_order(
+    points: &[RunPoint],
+    jobs: usize,
+    console: &dyn Console,
+    emit: impl Fn(&RunPoint, &RunReport) + Sync,
+) -> Vec<RunReport> {
+    // The next index to emit, and the finished reports waiting for it.
+    let waiting: Mutex<(usize, BTreeMap<usize, RunReport>)> = Mutex::new((0, BTreeMap::new()));
+    run_each(
+        points,
+        jobs,
+        |p| &p.scenario,
+        |i, report| {
+            let mut guard = waiting
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            let (next, ready) = &mut *guard;
+            ready.insert(i, report.clone());
+            while let Some(r) = ready.remove(next) {
+                emit(&points[*next], &r);
+                *next += 1;
+            }
+            console.advance();
+        },
+    )
 }
 
 /// Runs scenarios on `jobs` threads.
 pub fn run_scenarios(scenarios: &[Scenario], jobs: usize) -> Vec<RunReport> {
-    run_each(scenarios, jobs, |sc| sc, |_| {})
+    run_each(scenarios, jobs, |sc| sc, |_, _| {})
 }
 
 /// Runs `scenarios` on every core; the first run's error, if any, is the result.

@@ -8,7 +8,7 @@ use std::time::Instant;
 use clap::{Args, Subcommand};
 use sluice_bench::builtin;
 use sluice_bench::parallel::cores;
-use sluice_bench::sweep::{run_all, run_shard};
+use sluice_bench::sweep::{run_all, run_shard, table_head, table_row};
 use sluice_report::shard::{merge, Shard};
 use sluice_sim::experiment::{Experiment, Kind, Overrides, RunPoint};
 use sluice_sim::RunReport;
@@ -112,10 +112,15 @@ pub fn run(args: &SimArgs) -> Result<(), String> {
         Some(s) => run_shard(&experiment, &text, &overrides, s, jobs, &out, &console)?,
     };
     let wall = started.elapsed().as_secs_f64();
-    print_table(
-        &experiment,
-        runs.iter().map(|(i, r)| (&experiment.points[*i], r)),
-    );
+    if experiment.kind == Kind::Sample {
+        // The rows went by as the runs ended; hundreds of them are summed up by the claims.
+        let reports: Vec<RunReport> = runs.iter().map(|(_, r)| r.clone()).collect();
+        println!(
+            "{} ({}; x = {})",
+            experiment.title, experiment.name, experiment.x_name
+        );
+        print_claims(&experiment, &reports);
+    }
     let messages: u64 = runs.iter().map(|(_, r)| r.messages_simulated).sum();
     let what = match shard {
         None => String::new(),
@@ -177,29 +182,17 @@ fn merge_shards(dirs: &[PathBuf], out: Option<&Path>) -> Result<(), String> {
 }
 
 fn print_table<'a>(e: &Experiment, runs: impl Iterator<Item = (&'a RunPoint, &'a RunReport)>) {
-    println!("{} ({}; x = {})", e.title, e.name, e.x_name);
     if e.kind == Kind::Sample {
+        println!("{} ({}; x = {})", e.title, e.name, e.x_name);
         // Hundreds of runs: the claims say what they show (the runs are in summary.csv).
         let reports: Vec<RunReport> = runs.map(|(_, r)| r.clone()).collect();
         print_claims(e, &reports);
         return;
     }
-    println!(
-        "{:<24} {:>6} {:>5} {:>8} {:>9} {:>8} {:>9} {:>9} {:>7}",
-        "variant", "x", "seed", "goodput", "good cps", "retrans", "p50 ms", "p99 ms", "occup"
-    );
+    for line in table_head(e) {
+        println!("{line}");
+    }
     for (p, r) in runs {
-        println!(
-            "{:<24} {:>6.2} {:>5} {:>8.3} {:>9.1} {:>8.3} {:>9.1} {:>9.1} {:>7.3}",
-            p.variant,
-            p.x,
-            p.seed,
-            r.goodput,
-            r.goodput_cps,
-            r.retrans_ratio,
-            r.setup_delay_p50_ms,
-            r.setup_delay_p99_ms,
-            r.occupancy
-        );
+        println!("{}", table_row(p, r));
     }
 }

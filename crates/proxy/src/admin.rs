@@ -586,7 +586,10 @@ mod tests {
 
     /// `promtool check metrics` (the Prometheus project's linter) accepts the output.
     #[test]
-    #[cfg_attr(missing_promtool, ignore = "needs promtool: apt-get install prometheus")]
+    #[cfg_attr(
+        missing_promtool,
+        ignore = "needs promtool: apt-get install prometheus"
+    )]
     fn promtool_accepts_metrics() {
         let mut stats = CoreStats::default();
         stats.in_by_kind.0[0] = 7;
