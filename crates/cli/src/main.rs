@@ -6,6 +6,7 @@ use clap::{Parser, Subcommand};
 
 mod bench;
 mod load;
+mod logging;
 mod proxy;
 mod relay;
 mod sim;
@@ -20,6 +21,10 @@ mod tune;
     about = "SIP overload control: proxy, load generator, simulator and tools"
 )]
 struct Cli {
+    /// Log lines on standard error as text or as one JSON object per line; `RUST_LOG`
+    /// filters them (default `info`; e.g. `RUST_LOG=sluice::control=info,warn`).
+    #[arg(long, global = true, value_enum, default_value_t = logging::LogFormat::Text)]
+    log_format: logging::LogFormat,
     #[command(subcommand)]
     command: Command,
 }
@@ -57,10 +62,11 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    logging::init(cli.log_format);
     let result = match cli.command {
         Command::Bench { command } => bench::run(&command),
         Command::Demo(args) => bench::demo(&args),
-        Command::Proxy(args) => proxy::run(&args),
+        Command::Proxy(args) => proxy::run(&args, cli.log_format),
         Command::Load { command } => load::run(&command),
         Command::Relay(args) => relay::run(&args),
         Command::Sim(args) => sim::run(&args),

@@ -6,6 +6,8 @@ use std::net::SocketAddr;
 use clap::Args;
 use sluice_proxy::{Proxy, ProxyConfig};
 
+use crate::logging::LogFormat;
+
 #[derive(Args, Debug)]
 pub struct ProxyArgs {
     /// TOML config file (every field optional; flags below override it).
@@ -115,7 +117,7 @@ fn effective_config(args: &ProxyArgs) -> Result<ProxyConfig, String> {
     Ok(c)
 }
 
-pub fn run(args: &ProxyArgs) -> Result<(), String> {
+pub fn run(args: &ProxyArgs, log_format: LogFormat) -> Result<(), String> {
     let config = effective_config(args)?;
     if args.print_config {
         print!("{}", config.to_toml());
@@ -132,9 +134,17 @@ pub fn run(args: &ProxyArgs) -> Result<(), String> {
         let proxy = Proxy::bind(config)
             .await
             .map_err(|e| format!("cannot start the proxy on {listen}: {e}"))?;
-        eprintln!("sluice proxy: listening on udp {}", proxy.local_addr());
-        if let Some(a) = proxy.admin_addr() {
-            eprintln!("sluice proxy: admin on http {a}");
+        // As text these lines are an interface (scripts read the bound port from them);
+        // as JSON they are events like the rest of the log.
+        let (udp, admin) = (proxy.local_addr(), proxy.admin_addr());
+        if log_format == LogFormat::Json {
+            let admin = admin.map_or_else(String::new, |a| a.to_string());
+            tracing::info!(%udp, admin, "listening");
+        } else {
+            eprintln!("sluice proxy: listening on udp {udp}");
+            if let Some(a) = admin {
+                eprintln!("sluice proxy: admin on http {a}");
+            }
         }
         let stop = proxy.shutdown_handle();
         tokio::spawn(async move {

@@ -204,3 +204,75 @@ fn sigterm_stops_a_proxy_whose_standard_error_was_closed() {
     };
     assert!(status.is_some_and(|s| s.success()), "{status:?}");
 }
+
+/// `--log-format json`: every line on standard error is a JSON event, and the control
+/// loop's state changes are among them. A burst into a short queue of a slow proxy turns
+/// INVITEs away (overload entered, with how many); a quiet second ends it (left).
+#[test]
+fn json_log_reports_overload_entered_and_left() {
+    let silent = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let next_hop = silent.local_addr().unwrap().to_string();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .args(["--log-format", "json", "proxy", "--listen", "127.0.0.1:0"])
+        .args(["--next-hop", &next_hop, "--queue", "20"])
+        .args([
+            "--cost-forward-us",
+            "20000",
+            "--duration",
+            "4",
+            "--grace",
+            "0.5",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    let mut first = String::new();
+    stderr.read_line(&mut first).unwrap();
+    let listening: serde_json::Value = serde_json::from_str(&first).unwrap();
+    assert_eq!(listening["fields"]["message"], "listening", "{first}");
+    let addr = listening["fields"]["udp"].as_str().unwrap().to_owned();
+
+    let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let me = sock.local_addr().unwrap();
+    for i in 0..200 {
+        let invite = format!(
+            "INVITE sip:x@127.0.0.1 SIP/2.0\r\nVia: SIP/2.0/UDP {me};branch=z9hG4bKj{i}\r\n\
+             Max-Forwards: 70\r\nFrom: <sip:a@{me}>;tag=f{i}\r\nTo: <sip:x@127.0.0.1>\r\n\
+             Call-ID: json{i}\r\nCSeq: 1 INVITE\r\nContent-Length: 0\r\n\r\n"
+        );
+        sock.send_to(invite.as_bytes(), &addr).unwrap();
+    }
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut stderr, &mut rest).unwrap();
+    assert!(child.wait().unwrap().success());
+    let events: Vec<serde_json::Value> = rest
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect();
+    let find = |prefix: &str| {
+        events
+            .iter()
+            .find(|e| {
+                e["target"] == "sluice::control"
+                    && e["fields"]["message"]
+                        .as_str()
+                        .is_some_and(|m| m.starts_with(prefix))
+            })
+            .unwrap_or_else(|| panic!("no '{prefix}' in {rest}"))
+    };
+    let entered = find("overload entered");
+    assert_eq!(entered["level"], "WARN");
+    assert!(
+        entered["fields"]["turned_away"].as_u64().unwrap() > 0,
+        "{entered}"
+    );
+    let left = find("overload left");
+    // The total, which the burst's first interval may not have held all of.
+    assert!(
+        left["fields"]["turned_away"].as_u64() >= entered["fields"]["turned_away"].as_u64(),
+        "{rest}"
+    );
+    drop(silent);
+}

@@ -71,7 +71,7 @@ impl AdminThread {
                     .enable_all()
                     .build()
                 else {
-                    eprintln!("sluice proxy: the admin endpoint could not start its runtime");
+                    tracing::error!("the admin endpoint could not start its runtime");
                     return;
                 };
                 runtime.block_on(async move {

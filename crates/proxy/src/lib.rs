@@ -21,6 +21,10 @@
 //! (new INVITEs get 503, running transactions finish, at most `shutdown_grace_s`). At exit a
 //! JSON summary ([`ProxyReport`]) is printed on standard output.
 //!
+//! The shell logs through `tracing` (the binary installs the subscriber: `--log-format`,
+//! `RUST_LOG`): warnings about its environment, and once a second what [`watch`] finds in
+//! the core's counters (overload entered or left, bad input).
+//!
 //! In process (any tokio runtime; a current-thread runtime is the fastest):
 //!
 //! ```no_run
@@ -44,6 +48,7 @@
 mod admin;
 mod icmp;
 mod shell;
+pub mod watch;
 
 pub use shell::{Proxy, ProxyReport, ShutdownHandle};
 pub use sluice_proxy_core::*;

@@ -15,6 +15,7 @@ use tokio::sync::{mpsc, oneshot, watch};
 
 use crate::admin::{self, Snapshot};
 use crate::icmp;
+use crate::watch::{log_event, Watch};
 use sluice_proxy_core::{CoreStats, ProxyConfig, ProxyCore, Transmit};
 
 /// Datagrams read per wake-up before the processor runs: enough to amortise the wake-up,
@@ -23,6 +24,8 @@ const RECV_BATCH: usize = 256;
 /// Transmits held while the socket's send buffer is full; beyond this they are dropped
 /// and counted.
 const MAX_PENDING_SENDS: usize = 65_536;
+/// How often the log is told what the control loop did.
+const WATCH_INTERVAL: Duration = Duration::from_secs(1);
 
 /// A proxy bound to its socket(s), ready to [`run`](Proxy::run).
 pub struct Proxy {
@@ -101,9 +104,9 @@ fn udp_socket(addr: SocketAddr, buffer: usize) -> io::Result<std::net::UdpSocket
     // ICMP errors for what the proxy sends: without them an unreachable next hop costs
     // every request sent there Timer B (32 s) instead of a round trip.
     if let Err(e) = icmp::enable(&socket, addr.is_ipv6()) {
-        eprintln!(
-            "sluice proxy: warning: cannot read ICMP errors ({e}); requests to an unreachable \
-             next hop fail only when their transactions time out"
+        tracing::warn!(
+            "cannot read ICMP errors ({e}); requests to an unreachable next hop fail only \
+             when their transactions time out"
         );
     }
     socket.set_nonblocking(true)?;
@@ -129,9 +132,9 @@ impl Proxy {
         let (admin, admin_addr) = match config.admin {
             Some(addr) => {
                 if !addr.ip().is_loopback() {
-                    eprintln!(
-                        "sluice proxy: warning: the admin endpoint on {addr} is reachable from \
-                         the network; /metrics and /status have no authentication"
+                    tracing::warn!(
+                        "the admin endpoint on {addr} is reachable from the network; /metrics \
+                         and /status have no authentication"
                     );
                 }
                 let l = tokio::net::TcpListener::bind(addr).await?;
@@ -201,7 +204,7 @@ impl Proxy {
             // this proxy, and forwarding it there would loop.
             match if_addrs::get_if_addrs() {
                 Ok(interfaces) => core.set_local_addresses(interfaces.iter().map(if_addrs::Interface::ip).collect()),
-                Err(e) => eprintln!("sluice proxy: cannot list the host's addresses ({e}); only loopback and the advertised address are known as this proxy"),
+                Err(e) => tracing::warn!("cannot list the host's addresses ({e}); only loopback and the advertised address are known as this proxy"),
             }
         }
         if let Some(policy) = admission {
@@ -236,6 +239,9 @@ impl Proxy {
         // Timers are created once and re-armed only when their deadline moves: registering
         // two fresh timers on every wake-up costs more than the wake-up's work at high rates.
         let wake_timer = tokio::time::sleep_until(far.into());
+        // The control loop's state, for the log, once per interval.
+        let mut watch = Watch::default();
+        let mut next_watch = origin;
         tokio::pin!(wake_timer);
         let stop_timer = tokio::time::sleep_until(stop_after.unwrap_or(far).into());
         tokio::pin!(stop_timer);
@@ -305,7 +311,13 @@ impl Proxy {
                     break;
                 }
             }
-            let wake = core.poll_timeout().map_or(far, at);
+            if Instant::now() >= next_watch {
+                for event in watch.sample(origin.elapsed(), &core.stats(now())) {
+                    log_event(&event);
+                }
+                next_watch += WATCH_INTERVAL;
+            }
+            let wake = core.poll_timeout().map_or(far, at).min(next_watch);
             let wake = tokio::time::Instant::from_std(grace_end.map_or(wake, |g| wake.min(g)));
             if wake_timer.deadline() != wake {
                 wake_timer.as_mut().reset(wake);
