@@ -1,5 +1,7 @@
 //! The log: `tracing` events on standard error, as text or one JSON object per line
-//! (`--log-format`), filtered by `RUST_LOG` (default: `info`).
+//! (`--log-format`), filtered by `RUST_LOG` (default: `info` for the proxy and the relay;
+//! `error` for the benches and the simulator, whose in-process proxies are overloaded on
+//! purpose and whose results are their tables).
 
 use std::io::IsTerminal;
 
@@ -16,13 +18,14 @@ pub enum LogFormat {
     Json,
 }
 
-/// Installs the subscriber. A bad `RUST_LOG` falls back to `info` with a warning, not an
-/// error: the log must not stop a proxy from starting.
-pub fn init(format: LogFormat) {
+/// Installs the subscriber, filtering by `RUST_LOG` or else `default` (a directive such
+/// as `info`). A bad `RUST_LOG` falls back to `default` with a warning, not an error: the
+/// log must not stop a proxy from starting.
+pub fn init(format: LogFormat, default: &str) {
     let (filter, bad) = match EnvFilter::try_from_default_env() {
         Ok(f) => (f, None),
         Err(e) => (
-            EnvFilter::new("info"),
+            EnvFilter::new(default),
             std::env::var("RUST_LOG").ok().map(|v| (v, e)),
         ),
     };
@@ -37,7 +40,7 @@ pub fn init(format: LogFormat) {
     };
     if installed.is_ok() {
         if let Some((value, e)) = bad.filter(|(v, _)| !v.is_empty()) {
-            tracing::warn!("RUST_LOG={value:?} is not a filter ({e}); logging at info");
+            tracing::warn!("RUST_LOG={value:?} is not a filter ({e}); logging at {default}");
         }
     }
 }

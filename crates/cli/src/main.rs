@@ -62,7 +62,11 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    logging::init(cli.log_format);
+    let default_level = match cli.command {
+        Command::Proxy(_) | Command::Relay(_) => "info",
+        _ => "error",
+    };
+    logging::init(cli.log_format, default_level);
     let result = match cli.command {
         Command::Bench { command } => bench::run(&command),
         Command::Demo(args) => bench::demo(&args),

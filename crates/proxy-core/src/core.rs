@@ -1379,6 +1379,20 @@ impl ProxyCore {
         self.hop.feedback_metrics()
     }
 
+    /// As a sending entity: each next hop's overload control in force, the algorithm and
+    /// its `oc` value (loss percent, rate, window; see `OcClient::value`), `None` while
+    /// that next hop asks for none.
+    pub fn next_hop_controls(
+        &self,
+    ) -> impl Iterator<
+        Item = (
+            SocketAddr,
+            Option<(sluice_control::overload::OcAlgorithm, i64)>,
+        ),
+    > + '_ {
+        self.hop.client_controls()
+    }
+
     /// Replaces the receive-stage admission policy (the configured one is built from
     /// `config.admission`): the hook where other overload controls plug in. The policy sees
     /// every arrival (`on_arrival`, `on_queue`) and every completion (`on_processed`, with the

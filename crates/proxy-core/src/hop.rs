@@ -545,6 +545,15 @@ impl Hop {
         }
     }
 
+    /// SE: each next hop's control in force, its algorithm and value.
+    pub(crate) fn client_controls(
+        &self,
+    ) -> impl Iterator<Item = (SocketAddr, Option<(OcAlgorithm, i64)>)> + '_ {
+        self.clients
+            .iter()
+            .map(|(addr, c)| (*addr, c.active().zip(c.value())))
+    }
+
     /// SE: a session-starting INVITE went to `dest`; whether `dest` is a configured next
     /// hop, whose client then counts it in transit until
     /// [`session_answered`](Self::session_answered).

@@ -312,8 +312,12 @@ impl Proxy {
                 }
             }
             if Instant::now() >= next_watch {
-                for event in watch.sample(origin.elapsed(), &core.stats(now())) {
-                    log_event(&event);
+                let mut events = watch.sample(origin.elapsed(), &core.stats(now()));
+                events
+                    .extend(watch.feedback(core.feedback_metrics().and_then(|m| m.control_value)));
+                events.extend(watch.next_hops(core.next_hop_controls()));
+                for event in &events {
+                    log_event(event);
                 }
                 next_watch += WATCH_INTERVAL;
             }

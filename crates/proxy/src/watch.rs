@@ -1,12 +1,34 @@
 //! What the operator's log says about the control loop, judged from the core's counters
 //! once per interval: one line when the proxy starts turning calls away (overload
-//! entered), one when a whole interval passes without (overload left), and at most one
-//! warning per interval about bad input, with the counts since the last. Per-message
-//! logging would itself be a flood under attack or overload.
+//! entered), one when a whole interval passes without (overload left), one when the
+//! feedback it sends as an RE, or the control a next hop asks of it as an SE, starts,
+//! stops or moves by half from what was last logged, and at most one warning per interval
+//! about bad input, with the counts since the last. Per-message logging would itself be a
+//! flood under attack or overload; the half is hysteresis, so a window that swings around
+//! its mean every interval is not a line a second.
 
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
 use std::time::Duration;
 
+use sluice_control::overload::OcAlgorithm;
 use sluice_proxy_core::CoreStats;
+
+/// How far a value must move from the one last logged to be logged again: half of it,
+/// and at least half of [`SMALL`].
+const MOVED: f64 = 0.5;
+/// Below this, windows (sessions), rates (sessions/s) and loss (percent) are all "small":
+/// a window going from 1 to 3 and back under overload is not news.
+const SMALL: f64 = 10.0;
+
+/// Whether `to` is worth a line after `from` was logged.
+fn moved(from: Option<f64>, to: Option<f64>) -> bool {
+    match (from, to) {
+        (None, None) => false,
+        (Some(a), Some(b)) => (b - a).abs() > MOVED * a.abs().max(SMALL),
+        _ => true,
+    }
+}
 
 /// The counters the watch compares from one interval to the next.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -50,6 +72,16 @@ pub enum WatchEvent {
     },
     /// A whole interval passed without turning a request away.
     OverloadLeft { lasted: Duration, turned_away: u64 },
+    /// RE: the feedback generator's control value (the total window or rate it
+    /// advertises) started, stopped or moved by half.
+    FeedbackChanged { from: Option<f64>, to: Option<f64> },
+    /// SE: the overload control a next hop asks of this proxy started, stopped or moved
+    /// by half.
+    NextHopControl {
+        next_hop: SocketAddr,
+        from: Option<(OcAlgorithm, i64)>,
+        to: Option<(OcAlgorithm, i64)>,
+    },
     /// Messages that could not be used arrived in the last interval.
     BadInput {
         malformed: u64,
@@ -64,6 +96,10 @@ pub struct Watch {
     last: Option<Counts>,
     /// Since when, and how many turned away, while overloaded.
     overload: Option<(Duration, u64)>,
+    /// The feedback control value last logged.
+    feedback: Option<f64>,
+    /// Each next hop's control last logged.
+    next_hops: BTreeMap<SocketAddr, Option<(OcAlgorithm, i64)>>,
 }
 
 impl Watch {
@@ -111,6 +147,33 @@ impl Watch {
         }
         events
     }
+
+    /// RE: the feedback generator's control value now; an event if it is worth a line.
+    pub fn feedback(&mut self, control_value: Option<f64>) -> Option<WatchEvent> {
+        let to = control_value.filter(|v| v.is_finite());
+        moved(self.feedback, to).then(|| {
+            let from = std::mem::replace(&mut self.feedback, to);
+            WatchEvent::FeedbackChanged { from, to }
+        })
+    }
+
+    /// SE: each next hop's control now; an event for each one worth a line.
+    pub fn next_hops(
+        &mut self,
+        controls: impl Iterator<Item = (SocketAddr, Option<(OcAlgorithm, i64)>)>,
+    ) -> Vec<WatchEvent> {
+        let value = |c: Option<(OcAlgorithm, i64)>| c.map(|(_, v)| v as f64);
+        let mut events = Vec::new();
+        for (next_hop, to) in controls {
+            let from = self.next_hops.get(&next_hop).copied().flatten();
+            let algorithm_changed = from.map(|f| f.0) != to.map(|t| t.0);
+            if algorithm_changed || moved(value(from), value(to)) {
+                self.next_hops.insert(next_hop, to);
+                events.push(WatchEvent::NextHopControl { next_hop, from, to });
+            }
+        }
+        events
+    }
 }
 
 /// Writes one event to the log (`tracing`, target `sluice::control` or `sluice::input`).
@@ -138,6 +201,24 @@ pub fn log_event(event: &WatchEvent) {
             turned_away,
             "overload left"
         ),
+        WatchEvent::FeedbackChanged { from, to } => tracing::info!(
+            target: "sluice::control",
+            from = from.map_or(String::new(), |v| format!("{v:.1}")),
+            to = to.map_or(String::new(), |v| format!("{v:.1}")),
+            "feedback to the upstream neighbours changed"
+        ),
+        WatchEvent::NextHopControl { next_hop, from, to } => {
+            let show = |c: &Option<(OcAlgorithm, i64)>| {
+                c.map_or_else(|| "none".to_owned(), |(a, v)| format!("{} {v}", a.token()))
+            };
+            tracing::info!(
+                target: "sluice::control",
+                %next_hop,
+                from = show(from),
+                to = show(to),
+                "overload control asked by a next hop changed"
+            );
+        }
         WatchEvent::BadInput {
             malformed,
             oversized,
@@ -198,6 +279,54 @@ mod tests {
             }]
         );
         assert!(w.sample(secs(6), &s).is_empty());
+    }
+
+    #[test]
+    fn feedback_and_next_hop_controls_are_logged_when_they_start_stop_or_move_by_half() {
+        let mut w = Watch::default();
+        assert_eq!(w.feedback(None), None);
+        assert_eq!(
+            w.feedback(Some(100.0)),
+            Some(WatchEvent::FeedbackChanged {
+                from: None,
+                to: Some(100.0)
+            })
+        );
+        // Swings within half of what was logged are not lines, however many.
+        for v in [140.0, 60.0, 149.0, 51.0] {
+            assert_eq!(w.feedback(Some(v)), None, "{v}");
+        }
+        assert!(w.feedback(Some(160.0)).is_some());
+        assert!(w.feedback(Some(100.0)).is_none(), "within half of 160");
+        assert!(w.feedback(None).is_some(), "stopped");
+
+        let hop: SocketAddr = "127.0.0.1:5080".parse().unwrap();
+        let win = |v| Some((OcAlgorithm::SluiceWindow, v));
+        assert_eq!(w.next_hops([(hop, None)].into_iter()), vec![]);
+        assert_eq!(
+            w.next_hops([(hop, win(40))].into_iter()),
+            vec![WatchEvent::NextHopControl {
+                next_hop: hop,
+                from: None,
+                to: win(40)
+            }]
+        );
+        assert!(w.next_hops([(hop, win(25))].into_iter()).is_empty());
+        assert_eq!(w.next_hops([(hop, win(10))].into_iter()).len(), 1);
+        assert_eq!(w.next_hops([(hop, win(1))].into_iter()).len(), 1);
+        // A window near its floor moving by a few sessions is not news.
+        for small in [0, 3, 5, 2] {
+            assert!(
+                w.next_hops([(hop, win(small))].into_iter()).is_empty(),
+                "{small}"
+            );
+        }
+        assert_eq!(
+            w.next_hops([(hop, Some((OcAlgorithm::Loss, 10)))].into_iter())
+                .len(),
+            1,
+            "another algorithm"
+        );
     }
 
     #[test]
