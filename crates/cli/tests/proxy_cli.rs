@@ -60,6 +60,20 @@ fn bad_configs_are_named_clearly() {
         err.contains("computes feedback for upstream neighbours"),
         "{err}"
     );
+    // Values out of range: every one named, with its key and what is allowed.
+    let out_of_range = dir.join("range.toml");
+    std::fs::write(
+        &out_of_range,
+        "[control]\nalgorithm = \"pi\"\n[control.pi]\ntarget_cpu = 7\nk_pc = -3\n",
+    )
+    .unwrap();
+    let (code, _, err) = sluice(&["proxy", "--config", out_of_range.to_str().unwrap()]);
+    assert_eq!(code, 1);
+    assert!(
+        err.contains("control.pi.target_cpu = 7: allowed above 0, up to 1")
+            && err.contains("control.pi.k_pc = -3: allowed 0 or more"),
+        "{err}"
+    );
     let (code, _, err) = sluice(&["proxy", "--config", "/nonexistent/proxy.toml"]);
     assert_eq!(code, 1);
     assert!(err.contains("cannot read /nonexistent/proxy.toml"), "{err}");

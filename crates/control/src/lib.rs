@@ -84,6 +84,7 @@ mod serde_seed;
 pub mod smoothing;
 pub mod tuning;
 mod types;
+mod validate;
 
 pub use admission::{AdmissionMetrics, AnyLocalAdmission, DrainController, LocalAdmission};
 pub use config::{Algorithm, ControlConfig, UnknownAlgorithm};

@@ -287,6 +287,7 @@ impl ProxyConfig {
     /// Checks what serde cannot: ranges and combinations.
     pub fn validate(&self) -> Result<(), ConfigError> {
         let bad = |m: String| Err(ConfigError::Invalid(m));
+        self.control.validate().map_err(ConfigError::Invalid)?;
         self.overload
             .validate(&self.control, self.retry_after_s)
             .map_err(ConfigError::Invalid)?;

@@ -103,6 +103,7 @@ impl OverloadConfig {
         self.client
             .validate()
             .map_err(|e| format!("overload.client: {e}"))?;
+        self.client.fuzzy.validate("overload.client.fuzzy")?;
         if self.role != HopRole::Re && !control.algorithm.is_local() {
             return Err(format!(
                 "control algorithm {} computes feedback for upstream neighbours: set \
