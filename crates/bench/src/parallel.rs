@@ -49,7 +49,7 @@ fn run_each<T: Sync>(
 
 /// Runs every point on `jobs` threads, advancing `console` after each.
 pub fn run_points(points: &[RunPoint], jobs: usize, console: &dyn Console) -> Vec<RunReport> {
-    run_points_in_order(points, jobs, console, |_, _| {})
+    run_each(points, jobs, |p| &p.scenario, |_, _| console.advance())
 }
 
 /// [`run_points`], also handing each point's report to `emit` in point order: a report

@@ -131,19 +131,17 @@ impl Watch {
                 self.overload = None;
             }
         }
-        let bad = WatchEvent::BadInput {
-            malformed: now.malformed.saturating_sub(last.malformed),
-            oversized: now.oversized.saturating_sub(last.oversized),
-            invalid: now.invalid.saturating_sub(last.invalid),
-        };
-        if bad
-            != (WatchEvent::BadInput {
-                malformed: 0,
-                oversized: 0,
-                invalid: 0,
-            })
-        {
-            events.push(bad);
+        let (malformed, oversized, invalid) = (
+            now.malformed.saturating_sub(last.malformed),
+            now.oversized.saturating_sub(last.oversized),
+            now.invalid.saturating_sub(last.invalid),
+        );
+        if malformed + oversized + invalid > 0 {
+            events.push(WatchEvent::BadInput {
+                malformed,
+                oversized,
+                invalid,
+            });
         }
         events
     }
