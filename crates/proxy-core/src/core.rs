@@ -25,6 +25,7 @@ use sluice_txn::{ClientTxId, Event, Origin, Peer, Received, ServerTxId, Transact
 use smallvec::SmallVec;
 
 use crate::config::ProxyConfig;
+use crate::histogram::DelayHistogram;
 use crate::hop::{Offer, SentBy};
 use crate::invites::{InviteMemory, Sighting};
 use crate::limiter::SourceLimiter;
@@ -214,6 +215,11 @@ pub struct CoreStats {
     pub txn: sluice_txn::Stats,
     /// Hop-by-hop overload control (`[overload]`).
     pub hop: crate::hop::HopStats,
+    /// Time from a message's arrival to the start of its processing, every message.
+    pub queueing_delay: DelayHistogram,
+    /// Time from a new INVITE's arrival to the first 2xx relayed for it (post-dial delay
+    /// as this proxy sees it: its own queue and everything downstream).
+    pub setup_delay: DelayHistogram,
 }
 
 impl CoreStats {
@@ -269,6 +275,7 @@ enum Held {
         server: ServerTxId,
         request: Message,
         from: SocketAddr,
+        arrived: Time,
     },
 }
 
@@ -288,6 +295,8 @@ struct Link {
     /// SE: the next hop whose fuzzy window counts this INVITE in transit, until the first
     /// response to it or the end of its transaction.
     in_transit_to: Option<SocketAddr>,
+    /// When the request arrived at this proxy, for the setup delay.
+    arrived: Time,
 }
 
 /// The admission policy: a configured one (which may drain the INVITE queue) or one
@@ -440,6 +449,8 @@ pub struct ProxyCore {
     cur_reject: bool,
     cur_accepted: bool,
     cur_in_dialog: bool,
+    /// When the message being processed arrived.
+    cur_arrived: Time,
     // Occupancy window.
     window_start: Time,
     window_busy: Duration,
@@ -676,6 +687,7 @@ impl ProxyCore {
             cur_reject: false,
             cur_accepted: false,
             cur_in_dialog: false,
+            cur_arrived: now,
             window_start: now,
             window_busy: Duration::ZERO,
             native_speed: config.native_speed(),
@@ -1069,8 +1081,10 @@ impl ProxyCore {
                     server,
                     request,
                     from,
+                    arrived,
                 }) => {
                     self.cur_in_dialog = false;
+                    self.cur_arrived = arrived;
                     self.cur_retransmission = false;
                     self.forward(now, server, &request, from, true);
                     self.drain_txn(now);
@@ -1379,6 +1393,14 @@ impl ProxyCore {
         self.hop.feedback_metrics()
     }
 
+    /// As a receiving entity: the overload control the latest response to each configured
+    /// neighbour asked of it, the algorithm and its `oc` value.
+    pub fn feedback_sent(
+        &self,
+    ) -> impl Iterator<Item = (SocketAddr, sluice_control::overload::OcAlgorithm, u64)> + '_ {
+        self.hop.feedback_sent()
+    }
+
     /// As a sending entity: each next hop's overload control in force, the algorithm and
     /// its `oc` value (loss percent, rate, window; see `OcClient::value`), `None` while
     /// that next hop asks for none.
@@ -1577,6 +1599,7 @@ impl ProxyCore {
         self.window_busy += cost;
         let summary = q.summary;
         let queueing_delay = start.saturating_since(q.arrived);
+        self.stats.queueing_delay.observe(queueing_delay);
         if self.records.is_some() {
             let processed = Processed {
                 call_id: q
@@ -1635,6 +1658,7 @@ impl ProxyCore {
         self.cur_in_dialog = q.in_dialog;
         self.cur_retransmission = q.retransmission;
         self.cur_offer = q.offer;
+        self.cur_arrived = q.arrived;
         let msg = q.msg;
         // Requests are validated in full (§16.3) before anything is forwarded. Responses are
         // relayed with the fields the admission parse checked (Via branch, CSeq): validating
@@ -1869,6 +1893,7 @@ impl ProxyCore {
                             server: tx,
                             request: request.clone(),
                             from,
+                            arrived: self.cur_arrived,
                         };
                         return;
                     }
@@ -1946,6 +1971,7 @@ impl ProxyCore {
                         timer_c_fired: false,
                         offer: self.cur_offer.clone(),
                         in_transit_to,
+                        arrived: self.cur_arrived,
                     },
                 );
                 self.by_server.insert(tx, client);
@@ -2002,8 +2028,13 @@ impl ProxyCore {
                 return;
             }
         } else {
-            link.final_relayed = true;
+            let first_final = !std::mem::replace(&mut link.final_relayed, true);
             if status < 300 && link.request.method() == Some(&Method::Invite) {
+                if first_final {
+                    self.stats
+                        .setup_delay
+                        .observe(now.saturating_since(link.arrived));
+                }
                 for peer in dialog_addresses(&link.request, response) {
                     self.dialog_peers.add(now, peer);
                 }

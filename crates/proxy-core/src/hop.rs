@@ -250,6 +250,11 @@ pub(crate) struct Hop {
     window_sent: HashMap<NeighbourId, u64>,
     /// RE: echo `window_sent` (`overload.server.window_acks`, for win-disc and win-cont).
     window_acks: bool,
+    /// RE: what the latest response to each neighbour carried (algorithm and `oc`
+    /// value), by the neighbour's address, for metrics.
+    last_sent: BTreeMap<SocketAddr, (OcAlgorithm, u64)>,
+    /// RE: each neighbour id's address (the first address configured with that id).
+    neighbour_addrs: Vec<SocketAddr>,
     generator: Option<AnyFeedbackGenerator>,
     server: Option<OcServer>,
     /// Ordered, so what several clients release goes out in the same order every run.
@@ -318,6 +323,8 @@ impl Hop {
             // (0.21 of capacity where no control carried 0.74). Its SEs keep the paper's.
             window_acks: config.server.window_acks
                 && matches!(control.algorithm, Algorithm::WinDisc | Algorithm::WinCont),
+            last_sent: BTreeMap::new(),
+            neighbour_addrs: config.neighbours.clone(),
             generator: None,
             server: None,
             clients: BTreeMap::new(),
@@ -623,6 +630,9 @@ impl Hop {
             return None;
         };
         self.stats.responses_stamped += 1;
+        if let Some(addr) = self.neighbour_addrs.get(offer.neighbour.0 as usize) {
+            self.last_sent.insert(*addr, (params.algorithm, params.oc));
+        }
         let mut pairs: StampParams = params
             .pairs()
             .into_iter()
@@ -673,6 +683,13 @@ impl Hop {
                 top_via_params: &edits,
             },
         ))
+    }
+
+    /// RE: the feedback the latest response to each neighbour carried.
+    pub(crate) fn feedback_sent(
+        &self,
+    ) -> impl Iterator<Item = (SocketAddr, OcAlgorithm, u64)> + '_ {
+        self.last_sent.iter().map(|(a, (alg, v))| (*a, *alg, *v))
     }
 
     /// RE: the feedback generator's estimates.

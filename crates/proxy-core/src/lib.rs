@@ -190,6 +190,7 @@
 
 mod config;
 mod core;
+mod histogram;
 mod hop;
 mod invites;
 mod limiter;
@@ -199,6 +200,7 @@ mod transmit;
 
 pub use config::{ConfigError, ProxyConfig, RouteRule, SipTimers};
 pub use core::{CoreStats, KindCounts, ProxyCore, KIND_LABELS};
+pub use histogram::{DelayHistogram, DELAY_BUCKETS_S};
 pub use hop::{HopRole, HopStats, OverloadConfig};
 pub use record::{Processed, Record};
 pub use transmit::Transmit;

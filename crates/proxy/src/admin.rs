@@ -7,21 +7,26 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::extract::State;
+use axum::extract::{RawQuery, State};
 use axum::http::{header, StatusCode};
 use axum::response::IntoResponse;
 use axum::routing::get;
 use axum::Router;
 use prometheus_client::encoding::text::encode;
+use prometheus_client::encoding::{EncodeMetric, MetricEncoder};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::{MetricType, TypedMetric};
 use prometheus_client::registry::Registry;
 use serde_json::json;
-use sluice_control::AdmissionMetrics;
+use sluice_control::overload::OcAlgorithm;
+use sluice_control::{AdmissionMetrics, ReceiverMetrics};
 use tokio::sync::{mpsc, oneshot};
 
-use sluice_proxy_core::{CoreStats, KindCounts, KIND_LABELS};
+use crate::signals::SignalHistory;
+
+use sluice_proxy_core::{CoreStats, DelayHistogram, KindCounts, DELAY_BUCKETS_S, KIND_LABELS};
 
 /// What the loop hands an admin request.
 #[derive(Debug)]
@@ -34,9 +39,74 @@ pub(crate) struct Snapshot {
     pub draining: bool,
     /// Admin connections refused for the connection limit.
     pub admin_refused: u64,
+    /// The control algorithm configured (`[control] algorithm`).
+    pub algorithm: &'static str,
+    /// RE: the feedback generator's estimates.
+    pub feedback: Option<ReceiverMetrics>,
+    /// RE: what the latest response to each neighbour asked of it.
+    pub feedback_sent: Vec<(SocketAddr, OcAlgorithm, u64)>,
+    /// SE: each next hop's control in force (`None`: it asks for none).
+    pub next_hop_controls: Vec<(SocketAddr, Option<(OcAlgorithm, i64)>)>,
+}
+
+impl Snapshot {
+    /// An idle proxy's snapshot, for tests.
+    #[cfg(test)]
+    pub(crate) fn idle(stats: &CoreStats) -> Snapshot {
+        Snapshot {
+            stats: *stats,
+            admission: AdmissionMetrics::default(),
+            uptime: Duration::from_secs(1),
+            local: SocketAddr::from(([127, 0, 0, 1], 5060)),
+            send_drops: 0,
+            draining: false,
+            admin_refused: 0,
+            algorithm: "none",
+            feedback: None,
+            feedback_sent: Vec::new(),
+            next_hop_controls: Vec::new(),
+        }
+    }
+}
+
+/// A [`DelayHistogram`] the core filled, rendered as a Prometheus histogram.
+/// prometheus-client's own histogram is filled by `observe`; the core's counts are
+/// already bucketed, so this encodes them as they are.
+#[derive(Debug)]
+struct Bucketed(DelayHistogram);
+
+impl TypedMetric for Bucketed {
+    const TYPE: MetricType = MetricType::Histogram;
+}
+
+impl EncodeMetric for Bucketed {
+    fn encode(&self, mut encoder: MetricEncoder) -> Result<(), std::fmt::Error> {
+        // f64::MAX is how prometheus-client marks the `+Inf` bucket.
+        let buckets: Vec<(f64, u64)> = DELAY_BUCKETS_S
+            .iter()
+            .copied()
+            .chain([f64::MAX])
+            .zip(self.0.buckets)
+            .collect();
+        encoder.encode_histogram::<()>(self.0.sum_seconds, self.0.count, &buckets, None)
+    }
+
+    fn metric_type(&self) -> MetricType {
+        Self::TYPE
+    }
 }
 
 type Requests = mpsc::Sender<oneshot::Sender<Snapshot>>;
+
+/// What the handlers share: the way to the loop, and the dashboard's history.
+#[derive(Clone)]
+struct AdminState {
+    requests: Requests,
+    history: SignalHistory,
+}
+
+/// The live dashboard: one static page, its script polling `/signals`.
+const DASHBOARD: &str = include_str!("dashboard.html");
 
 /// Most admin connections open at once; more are closed at once (and counted).
 const MAX_CONNECTIONS: usize = 16;
@@ -59,6 +129,7 @@ impl AdminThread {
     pub(crate) fn spawn(
         listener: tokio::net::TcpListener,
         requests: Requests,
+        history: SignalHistory,
     ) -> std::io::Result<Self> {
         let listener = listener.into_std()?;
         let (stop, stopped) = oneshot::channel();
@@ -79,7 +150,7 @@ impl AdminThread {
                         return;
                     };
                     tokio::select! {
-                        () = accept(listener, requests, counter) => {}
+                        () = accept(listener, AdminState { requests, history }, counter) => {}
                         _ = stopped => {}
                     }
                 });
@@ -103,11 +174,13 @@ impl Drop for AdminThread {
     }
 }
 
-async fn accept(listener: tokio::net::TcpListener, requests: Requests, refused: Arc<AtomicU64>) {
+async fn accept(listener: tokio::net::TcpListener, state: AdminState, refused: Arc<AtomicU64>) {
     let app = Router::new()
         .route("/metrics", get(metrics))
         .route("/status", get(status))
-        .with_state(requests);
+        .route("/signals", get(signals))
+        .route("/dashboard", get(dashboard))
+        .with_state(state);
     let open = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
     loop {
         let Ok((stream, _)) = listener.accept().await else {
@@ -140,7 +213,7 @@ async fn snapshot(requests: &Requests) -> Option<Snapshot> {
 /// OpenMetrics for scrapers that ask for it (Prometheus does), the classic Prometheus
 /// text format otherwise (curl, promtool).
 async fn metrics(
-    State(requests): State<Requests>,
+    State(AdminState { requests, .. }): State<AdminState>,
     headers: axum::http::HeaderMap,
 ) -> impl IntoResponse {
     let openmetrics = headers
@@ -172,7 +245,56 @@ async fn metrics(
     }
 }
 
-async fn status(State(requests): State<Requests>) -> impl IntoResponse {
+async fn dashboard() -> impl IntoResponse {
+    (
+        StatusCode::OK,
+        [(header::CONTENT_TYPE, "text/html; charset=utf-8")],
+        DASHBOARD,
+    )
+}
+
+/// `/signals[?since=T]`: the samples after T seconds of uptime (all kept, without T), and
+/// what each neighbour is sent and each next hop asks now.
+async fn signals(
+    State(AdminState { requests, history }): State<AdminState>,
+    RawQuery(query): RawQuery,
+) -> impl IntoResponse {
+    let since = query.as_deref().and_then(|q| {
+        q.split('&')
+            .find_map(|kv| kv.strip_prefix("since="))
+            .and_then(|v| v.parse::<f64>().ok())
+            .filter(|v| v.is_finite())
+    });
+    let Some(s) = snapshot(&requests).await else {
+        return (
+            StatusCode::SERVICE_UNAVAILABLE,
+            [(header::CONTENT_TYPE, "text/plain")],
+            "proxy stopped\n".to_owned(),
+        );
+    };
+    let body = json!({
+        "listen": s.local.to_string(),
+        "algorithm": s.algorithm,
+        "uptime_s": s.uptime.as_secs_f64(),
+        "draining": s.draining,
+        "samples": history.since(since),
+        "feedback_sent": s.feedback_sent.iter().map(|(n, a, v)| json!({
+            "neighbour": n.to_string(), "algorithm": a.token(), "value": v,
+        })).collect::<Vec<_>>(),
+        "next_hop_controls": s.next_hop_controls.iter().map(|(h, c)| json!({
+            "next_hop": h.to_string(),
+            "algorithm": c.map(|(a, _)| a.token()),
+            "value": c.map(|(_, v)| v),
+        })).collect::<Vec<_>>(),
+    });
+    (
+        StatusCode::OK,
+        [(header::CONTENT_TYPE, "application/json")],
+        body.to_string(),
+    )
+}
+
+async fn status(State(AdminState { requests, .. }): State<AdminState>) -> impl IntoResponse {
     match snapshot(&requests).await {
         Some(s) => {
             let mut v = status_json(&s.stats, s.uptime, s.local, s.send_drops);
@@ -285,6 +407,140 @@ pub(crate) fn status_json(
 }
 
 type Labels = Vec<(String, String)>;
+
+/// The control loop's state: what each control acts on and what it decided. A value the
+/// control has not computed yet (before its first measurement, or a control that has no
+/// such value) is left out rather than shown as 0, which would read as a decision.
+fn render_control_loop(reg: &mut Registry, s: &Snapshot) {
+    let optional = |reg: &mut Registry, name: &str, help: &str, v: Option<f64>| {
+        if let Some(v) = v.filter(|v| v.is_finite()) {
+            let g = Gauge::<f64, AtomicU64>::default();
+            g.set(v);
+            reg.register(name, help, g);
+        }
+    };
+    let info = Family::<Labels, Gauge>::default();
+    info.get_or_create(&label("algorithm", s.algorithm)).set(1);
+    reg.register(
+        "control_info",
+        "The control algorithm configured ([control] algorithm), as a label",
+        info,
+    );
+    let a = &s.admission;
+    optional(
+        reg,
+        "admission_control_value",
+        "Local admission's control variable: 1 while rejecting (threshold, ohta), the \
+         acceptance probability (occ), the rejection probability (red), the reject ratio \
+         (pi), the token rate (latency-bucket)",
+        a.control_value,
+    );
+    optional(
+        reg,
+        "admission_cpu_load_ratio",
+        "The CPU load local admission acts on: the last measurement (occ) or the filtered \
+         load (pi)",
+        a.cpu_load,
+    );
+    optional(
+        reg,
+        "admission_drain_rate_per_second",
+        "pi: the INVITE drain rate the queue loop commands, INVITEs per second",
+        a.drain_rate,
+    );
+    optional(
+        reg,
+        "admission_queue_target",
+        "pi: the queue set-point, INVITEs",
+        a.queue_target,
+    );
+    optional(
+        reg,
+        "admission_latency_seconds",
+        "latency-bucket: the smoothed latency",
+        a.latency,
+    );
+    if let Some(f) = &s.feedback {
+        optional(
+            reg,
+            "feedback_service_rate_per_second",
+            "RE: the estimated service rate, sessions per second",
+            f.service_rate,
+        );
+        optional(
+            reg,
+            "feedback_session_length_messages",
+            "RE: the estimated messages per session",
+            f.session_length,
+        );
+        optional(
+            reg,
+            "feedback_sessions_in_system",
+            "RE: the estimated sessions in the system",
+            f.sessions_in_system,
+        );
+        optional(
+            reg,
+            "feedback_occupancy_ratio",
+            "RE: processor occupancy over the last measurement interval",
+            f.occupancy,
+        );
+        optional(
+            reg,
+            "feedback_active_sources",
+            "RE: upstream neighbours counted active",
+            Some(f.active_sources as f64),
+        );
+        optional(
+            reg,
+            "feedback_control_value",
+            "RE: the feedback algorithm's control variable: the total window (win-*), the \
+             total rate (rate-abs) or the acceptance fraction (rate-occ)",
+            f.control_value,
+        );
+    }
+    let sent = Family::<Labels, Gauge<f64, AtomicU64>>::default();
+    for (neighbour, algorithm, value) in &s.feedback_sent {
+        sent.get_or_create(&vec![
+            ("neighbour".to_owned(), neighbour.to_string()),
+            ("algorithm".to_owned(), algorithm.token().to_owned()),
+        ])
+        .set(*value as f64);
+    }
+    reg.register(
+        "feedback_sent",
+        "RE: the oc value the latest response to each neighbour carried (loss: percent; \
+         rate: requests per second; windows: sessions)",
+        sent,
+    );
+    let asked = Family::<Labels, Gauge<f64, AtomicU64>>::default();
+    for (next_hop, control) in &s.next_hop_controls {
+        if let Some((algorithm, value)) = control {
+            asked
+                .get_or_create(&vec![
+                    ("next_hop".to_owned(), next_hop.to_string()),
+                    ("algorithm".to_owned(), algorithm.token().to_owned()),
+                ])
+                .set(*value as f64);
+        }
+    }
+    reg.register(
+        "next_hop_control",
+        "SE: the control each next hop asks for now (loss: percent; rate: requests per \
+         second; windows: sessions); no sample while it asks for none",
+        asked,
+    );
+    reg.register(
+        "queueing_delay_seconds",
+        "Time from a message's arrival to the start of its processing",
+        Bucketed(s.stats.queueing_delay),
+    );
+    reg.register(
+        "setup_delay_seconds",
+        "Time from a new INVITE's arrival to the first 2xx relayed for it",
+        Bucketed(s.stats.setup_delay),
+    );
+}
 
 fn label(k: &str, v: &str) -> Labels {
     vec![(k.to_owned(), v.to_owned())]
@@ -413,12 +669,6 @@ pub(crate) fn render_metrics(s: &Snapshot) -> String {
     );
     counter(
         &mut reg,
-        "malformed",
-        "Datagrams that failed the admission parse",
-        st.malformed,
-    );
-    counter(
-        &mut reg,
         "transactions_refused",
         "Transactions refused because the table was full",
         st.txn.refused.table_full,
@@ -529,10 +779,17 @@ pub(crate) fn render_metrics(s: &Snapshot) -> String {
     );
     gauge(
         &mut reg,
-        "occupancy",
+        "invite_queue_length",
+        "INVITEs waiting in the INVITE queue (invite_queue = true)",
+        st.invite_queue_len as f64,
+    );
+    gauge(
+        &mut reg,
+        "occupancy_ratio",
         "Processor busy fraction over the last second",
         st.occupancy,
     );
+    render_control_loop(&mut reg, s);
     gauge(
         &mut reg,
         "uptime_seconds",
@@ -584,6 +841,55 @@ mod tests {
     use super::*;
     use std::io::Write;
 
+    /// Every series the Grafana dashboard under `examples/` queries is one the proxy
+    /// exports, so the dashboard cannot silently go blank after a rename.
+    #[test]
+    fn the_grafana_dashboard_queries_only_exported_metrics() {
+        let dashboard = include_str!("../../../examples/grafana/sluice-proxy.json");
+        let parsed: serde_json::Value = serde_json::from_str(dashboard).unwrap();
+        assert!(parsed["panels"].as_array().is_some_and(|p| !p.is_empty()));
+        let mut snapshot = Snapshot::idle(&CoreStats::default());
+        snapshot.admission = AdmissionMetrics {
+            rejected: 1,
+            control_value: Some(0.1),
+            cpu_load: Some(0.9),
+            drain_rate: Some(50.0),
+            queue_target: Some(20.0),
+            latency: Some(0.01),
+        };
+        snapshot.feedback = Some(ReceiverMetrics {
+            service_rate: Some(100.0),
+            session_length: Some(7.0),
+            sessions_in_system: Some(3.0),
+            occupancy: Some(0.5),
+            active_sources: 2,
+            sources_turned_away: 0,
+            control_value: Some(80.0),
+        });
+        let addr = SocketAddr::from(([127, 0, 0, 1], 5061));
+        snapshot.feedback_sent = vec![(addr, OcAlgorithm::Loss, 10)];
+        snapshot.next_hop_controls = vec![(addr, Some((OcAlgorithm::Rate, 5)))];
+        let text = to_prometheus_text(&render_metrics(&snapshot));
+        let exported: std::collections::HashSet<&str> = text
+            .lines()
+            .filter(|l| !l.starts_with('#'))
+            .filter_map(|l| l.split(['{', ' ']).next())
+            .collect();
+        let mut queried = 0;
+        for (at, _) in dashboard.match_indices("sluice_proxy_") {
+            let name: String = dashboard[at..]
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                .collect();
+            queried += 1;
+            assert!(
+                exported.contains(name.as_str()),
+                "the dashboard queries {name}, which is not exported"
+            );
+        }
+        assert!(queried >= 20, "{queried} queries");
+    }
+
     /// `promtool check metrics` (the Prometheus project's linter) accepts the output.
     #[test]
     #[cfg_attr(
@@ -595,17 +901,45 @@ mod tests {
         stats.in_by_kind.0[0] = 7;
         stats.admitted = 5;
         stats.occupancy = 0.25;
-        let text = to_prometheus_text(&render_metrics(&Snapshot {
-            stats,
-            admission: AdmissionMetrics::default(),
-            uptime: Duration::from_secs(1),
-            local: SocketAddr::from(([127, 0, 0, 1], 5060)),
-            send_drops: 0,
-            draining: false,
-            admin_refused: 0,
-        }));
+        stats.queueing_delay.observe(Duration::from_micros(300));
+        stats.setup_delay.observe(Duration::from_millis(40));
+        let mut snapshot = Snapshot::idle(&stats);
+        snapshot.algorithm = "pi";
+        snapshot.admission.control_value = Some(0.4);
+        snapshot.admission.cpu_load = Some(0.93);
+        snapshot.next_hop_controls = vec![
+            (
+                SocketAddr::from(([127, 0, 0, 1], 5080)),
+                Some((OcAlgorithm::Rate, 120)),
+            ),
+            (SocketAddr::from(([127, 0, 0, 1], 5081)), None),
+        ];
+        let text = to_prometheus_text(&render_metrics(&snapshot));
         assert!(text.contains("sluice_proxy_messages_in_total{kind=\"INVITE\"} 7"));
-        assert!(text.contains("sluice_proxy_occupancy 0.25"));
+        assert!(text.contains("sluice_proxy_occupancy_ratio 0.25"));
+        assert!(text.contains("sluice_proxy_admission_control_value 0.4"));
+        assert!(text.contains("sluice_proxy_admission_cpu_load_ratio 0.93"));
+        assert!(text.contains("sluice_proxy_control_info{algorithm=\"pi\"} 1"));
+        assert!(text.contains(
+            "sluice_proxy_next_hop_control{next_hop=\"127.0.0.1:5080\",algorithm=\"rate\"} 120"
+        ));
+        assert!(
+            !text.contains("127.0.0.1:5081"),
+            "a next hop asking for nothing has no sample"
+        );
+        assert!(
+            !text.contains("sluice_proxy_admission_drain_rate"),
+            "a value not computed is absent, not 0"
+        );
+        assert!(text.contains("sluice_proxy_queueing_delay_seconds_bucket{le=\"0.0005\"} 1"));
+        assert!(text.contains("sluice_proxy_queueing_delay_seconds_bucket{le=\"0.00025\"} 0"));
+        assert!(text.contains("sluice_proxy_setup_delay_seconds_count 1"));
+        assert!(text.contains("sluice_proxy_setup_delay_seconds_bucket{le=\"+Inf\"} 1"));
+        assert_eq!(
+            text.matches("sluice_proxy_malformed").count(),
+            0,
+            "malformed datagrams are counted once, as a drop reason"
+        );
         let mut child = std::process::Command::new("promtool")
             .args(["check", "metrics"])
             .stdin(std::process::Stdio::piped())

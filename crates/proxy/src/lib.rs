@@ -48,6 +48,7 @@
 mod admin;
 mod icmp;
 mod shell;
+pub mod signals;
 pub mod watch;
 
 pub use shell::{Proxy, ProxyReport, ShutdownHandle};

@@ -15,6 +15,7 @@ use tokio::sync::{mpsc, oneshot, watch};
 
 use crate::admin::{self, Snapshot};
 use crate::icmp;
+use crate::signals::Sampler;
 use crate::watch::{log_event, Watch};
 use sluice_proxy_core::{CoreStats, ProxyConfig, ProxyCore, Transmit};
 
@@ -211,8 +212,14 @@ impl Proxy {
             core.set_admission(policy);
         }
         let (admin_tx, mut admin_rx) = mpsc::channel::<oneshot::Sender<Snapshot>>(16);
+        // The dashboard's history, sampled with the watch.
+        let mut signals = Sampler::default();
         let admin_thread = match admin {
-            Some(listener) => Some(admin::AdminThread::spawn(listener, admin_tx)?),
+            Some(listener) => Some(admin::AdminThread::spawn(
+                listener,
+                admin_tx,
+                signals.history.clone(),
+            )?),
             None => None,
         };
 
@@ -312,9 +319,16 @@ impl Proxy {
                 }
             }
             if Instant::now() >= next_watch {
-                let mut events = watch.sample(origin.elapsed(), &core.stats(now()));
-                events
-                    .extend(watch.feedback(core.feedback_metrics().and_then(|m| m.control_value)));
+                let stats = core.stats(now());
+                let feedback = core.feedback_metrics();
+                signals.sample(
+                    origin.elapsed(),
+                    &stats,
+                    &core.admission_metrics(),
+                    feedback.as_ref(),
+                );
+                let mut events = watch.sample(origin.elapsed(), &stats);
+                events.extend(watch.feedback(feedback.and_then(|m| m.control_value)));
                 events.extend(watch.next_hops(core.next_hop_controls()));
                 for event in &events {
                     log_event(event);
@@ -359,6 +373,10 @@ impl Proxy {
                         admin_refused: admin_thread
                             .as_ref()
                             .map_or(0, |a| a.refused.load(std::sync::atomic::Ordering::Relaxed)),
+                        algorithm: config.control.algorithm.name(),
+                        feedback: core.feedback_metrics(),
+                        feedback_sent: core.feedback_sent().collect(),
+                        next_hop_controls: core.next_hop_controls().collect(),
                     });
                 }
             }

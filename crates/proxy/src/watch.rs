@@ -42,16 +42,21 @@ struct Counts {
     invalid: u64,
 }
 
+/// New requests answered 503 or dropped here so far: local admission, full queues, the
+/// table's headroom, the memory budget, and an SE's overload-control client.
+pub(crate) fn turned_away(s: &CoreStats) -> u64 {
+    s.rejected_policy
+        + s.rejected_table_headroom
+        + s.dropped_queue_full
+        + s.dropped_memory_budget
+        + s.hop.client.rejected_normal
+        + s.hop.client.rejected_priority
+}
+
 impl Counts {
     fn of(s: &CoreStats) -> Counts {
         Counts {
-            turned_away: s.rejected_policy
-                + s.rejected_table_headroom
-                + s.dropped_queue_full
-                + s.dropped_invite_queue_full
-                + s.dropped_memory_budget
-                + s.hop.client.rejected_normal
-                + s.hop.client.rejected_priority,
+            turned_away: turned_away(s),
             admitted: s.admitted,
             malformed: s.malformed,
             oversized: s.oversized,
