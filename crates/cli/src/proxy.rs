@@ -120,7 +120,7 @@ fn effective_config(args: &ProxyArgs) -> Result<ProxyConfig, String> {
 pub fn run(args: &ProxyArgs, log_format: LogFormat) -> Result<(), String> {
     let config = effective_config(args)?;
     if args.print_config {
-        print!("{}", config.to_toml());
+        print!("{}", config.to_commented_toml());
         return Ok(());
     }
     let runtime = tokio::runtime::Builder::new_current_thread()

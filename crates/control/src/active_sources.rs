@@ -21,11 +21,12 @@ use sluice_time::Time;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct ActiveSourceConfig {
     /// Entry lifetime after a source's last message (paper: 1 s).
     #[serde(rename = "expiry_ms", with = "crate::serde_millis")]
+    #[schemars(with = "u64")]
     pub expiry: Duration,
     /// Most sources tracked at once; the live proxy should allow at least its number of
     /// configured neighbours.

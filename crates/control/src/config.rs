@@ -38,7 +38,18 @@ use std::str::FromStr;
 
 /// The algorithms, named as in the paper.
 #[derive(
-    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+    Clone,
+    Copy,
+    Debug,
+    Default,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Serialize,
+    Deserialize,
+    schemars::JsonSchema,
 )]
 pub enum Algorithm {
     /// No control: simple drop at the full queue (§4.3).
@@ -186,12 +197,13 @@ impl FromStr for Algorithm {
 
 /// Everything needed to build one proxy's controllers: its local admission policy and, as
 /// a receiving entity, its feedback generator.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct ControlConfig {
     pub algorithm: Algorithm,
     /// Seed for every random choice (win-cont lottery, percentage throttles).
     #[serde(with = "crate::serde_seed")]
+    #[schemars(with = "u64")]
     pub seed: u64,
     pub fairness: Fairness,
     /// Hold the delay budget `D_B` of rate-abs, win-disc (half of the work the RE's queue

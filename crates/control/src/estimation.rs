@@ -41,11 +41,12 @@ pub(crate) fn sane_interval(d: Duration) -> Duration {
     d.max(MIN_INTERVAL)
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct EstimatorConfig {
     /// `T_m`, the measurement interval (Table 2: 100 ms; 14 ms for rate-occ2).
     #[serde(rename = "measurement_interval_ms", with = "crate::serde_millis")]
+    #[schemars(with = "u64")]
     pub measurement_interval: Duration,
     /// EWMA weight of the newest `μ` and `L_sess` sample (not given in the paper).
     pub smoothing_weight: f64,
@@ -64,7 +65,9 @@ pub struct EstimatorConfig {
 }
 
 /// The denominator of the `μ` estimate.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "kebab-case")]
 pub enum ServiceRateBasis {
     /// Accepted sessions per second of processor busy time: the service rate at any load.

@@ -175,7 +175,7 @@ pub fn window_change(cpu: f64, memory: f64) -> f64 {
 }
 
 /// The SE's window settings; durations in files are milliseconds.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct FuzzyWindowConfig {
     /// `W_init`, INVITEs in transit, when the first report arrives. The paper gives none;
@@ -188,6 +188,7 @@ pub struct FuzzyWindowConfig {
     /// One window step per this interval at most. Ours: 200 ms, the control interval of
     /// the win-disc the paper compares with.
     #[serde(rename = "update_interval_ms", with = "crate::serde_millis")]
+    #[schemars(with = "u64")]
     pub update_interval: Duration,
 }
 

@@ -10,7 +10,7 @@ use sluice_control::ControlConfig;
 use crate::hop::OverloadConfig;
 
 /// Everything the proxy runs with. `sluice proxy --print-config` prints the effective one.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct ProxyConfig {
     /// UDP address to listen on. Port 0 picks a free port.
@@ -149,7 +149,7 @@ impl Default for ProxyConfig {
 }
 
 /// RFC 3261 timer values (§17.1.1.1, Table 4), milliseconds.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct SipTimers {
     /// T1, the round-trip estimate: 500 ms.
@@ -206,7 +206,7 @@ impl SipTimers {
 }
 
 /// A static route: requests whose Request-URI matches every given field go to `next_hop`.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RouteRule {
     /// Request-URI host, compared case-insensitively; unset matches any host.
@@ -215,6 +215,7 @@ pub struct RouteRule {
     /// Request-URI user part, compared exactly; unset matches any user.
     #[serde(default)]
     pub user: Option<String>,
+    /// Where the matching requests go.
     pub next_hop: SocketAddr,
 }
 

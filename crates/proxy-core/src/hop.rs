@@ -39,7 +39,9 @@ use smallvec::SmallVec;
 use crate::transmit::Transmit;
 
 /// Which side of hop-by-hop overload control this proxy plays.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum HopRole {
     /// No hop-by-hop control: Via parameters pass untouched.
@@ -76,7 +78,7 @@ pub enum HopRole {
 /// drops the request ("bad header field"), though RFC 7339 §5.1 allows the list. In front of
 /// such a next hop, offer one algorithm (`algorithms = ["loss"]`);
 /// `crates/proxy/tests/oc_interop.rs` checks Kamailio and tshark read what sluice sends.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct OverloadConfig {
     pub role: HopRole,

@@ -188,6 +188,7 @@
 //!
 //! `cargo bench -p sluice-proxy-core --bench core` measures the core without sockets.
 
+mod commented;
 mod config;
 mod core;
 mod histogram;

@@ -28,11 +28,12 @@ use serde::{Deserialize, Serialize};
 use sluice_time::Time;
 use std::time::Duration;
 
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct LatencyBucketConfig {
     /// `L_T`, the target latency.
     #[serde(rename = "target_latency_ms", with = "crate::serde_millis")]
+    #[schemars(with = "u64")]
     pub target_latency: Duration,
     /// Token rate before the first adjustment, INVITEs/s.
     pub initial_rate: f64,
@@ -54,6 +55,7 @@ pub struct LatencyBucketConfig {
     pub adjust_every: u32,
     /// `T_adj`, the longest time between adjustments.
     #[serde(rename = "adjust_interval_ms", with = "crate::serde_millis")]
+    #[schemars(with = "u64")]
     pub adjust_interval: Duration,
 }
 

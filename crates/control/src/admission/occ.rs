@@ -28,16 +28,18 @@ use serde::{Deserialize, Serialize};
 use sluice_time::Time;
 use std::time::Duration;
 
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct OccConfig {
     /// `C_T`, the target CPU load, in `(0, 1]`.
     pub target_cpu: f64,
     /// `T_c`, the control interval.
     #[serde(rename = "control_interval_ms", with = "crate::serde_millis")]
+    #[schemars(with = "u64")]
     pub control_interval: Duration,
     /// `T_m`, the CPU measurement interval.
     #[serde(rename = "measurement_interval_ms", with = "crate::serde_millis")]
+    #[schemars(with = "u64")]
     pub measurement_interval: Duration,
     /// `f_min`, the least acceptance probability.
     pub min_fraction: f64,

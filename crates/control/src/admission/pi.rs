@@ -84,22 +84,26 @@ const BUDGET_EPS: f64 = 1e-9;
 /// bursts; below `q_M / (2 T̄_q)` INVITEs/s (8,000/s at the defaults) nothing changes.
 const QUEUE_TARGET_MAX_SHARE: f64 = 0.5;
 
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct PiConfig {
     /// `C_T`, the target CPU load, in `(0, 1]`.
     pub target_cpu: f64,
     /// `T̄_q`, the target queueing time behind `q_T = T̄_q ρ_M r̃`.
     #[serde(rename = "target_queueing_delay_ms", with = "crate::serde_millis")]
+    #[schemars(with = "u64")]
     pub target_queueing_delay: Duration,
     /// `τ`, time constant of the arrival-rate low-pass filter.
     #[serde(rename = "rate_filter_ms", with = "crate::serde_millis")]
+    #[schemars(with = "u64")]
     pub rate_filter: Duration,
     /// `τ_c`, time constant of the CPU-load low-pass filter.
     #[serde(rename = "cpu_filter_ms", with = "crate::serde_millis")]
+    #[schemars(with = "u64")]
     pub cpu_filter: Duration,
     /// Sampling time of both loops and both measurements (`T_c = T_m`).
     #[serde(rename = "sample_interval_ms", with = "crate::serde_millis")]
+    #[schemars(with = "u64")]
     pub sample_interval: Duration,
     /// `K_pc`, proportional gain of the CPU loop (dimensionless).
     pub k_pc: f64,
@@ -121,7 +125,9 @@ pub struct PiConfig {
 
 /// How [`DualLoopPi`] applies its reject ratio `α` to the INVITEs it drains. The paper says
 /// only that a fraction `α` is rejected (§IV-B).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum RejectSelection {
     /// Each INVITE independently with probability `α`. The number rejected in a 10 ms

@@ -16,7 +16,7 @@ use crate::types::{AdmissionVerdict, MessageSummary};
 use serde::{Deserialize, Serialize};
 use sluice_time::Time;
 
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct ThresholdConfig {
     /// Start rejecting new INVITEs when the queue holds this many messages (unset: 80 %

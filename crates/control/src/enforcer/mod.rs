@@ -50,7 +50,7 @@ pub trait FeedbackEnforcer {
 }
 
 /// The regulation mechanism at the SE.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum ThrottleKind {
     /// No regulation (the baselines).
@@ -62,7 +62,9 @@ pub enum ThrottleKind {
     CallGapping,
 }
 
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "kebab-case")]
 pub enum BlockingMode {
     #[default]

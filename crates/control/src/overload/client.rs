@@ -42,19 +42,21 @@ use std::fmt::Write as _;
 use std::time::Duration;
 
 /// Client settings; in files durations are milliseconds (`default_validity_ms = 500`).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct OcClientConfig {
     /// The algorithms offered in `oc-algo`, most preferred first.
     pub algorithms: Vec<OcAlgorithm>,
     /// How long a value holds when the response has no `oc-validity`.
     #[serde(rename = "default_validity_ms", with = "crate::serde_millis")]
+    #[schemars(with = "u64")]
     pub default_validity: Duration,
     /// Longer `oc-validity` values are shortened to this, so that no single response,
     /// genuine or not, can hold this client under control for long: a server keeps its
     /// control alive by restamping every response (RFC 7339 §5.2), so a short cap costs it
     /// nothing. Ours: 30 s.
     #[serde(rename = "max_validity_ms", with = "crate::serde_millis")]
+    #[schemars(with = "u64")]
     pub max_validity: Duration,
     /// An `oc-seq` whose integer part runs further ahead of the last applied one than the
     /// seconds since then plus this is ignored and counted (`seq_jump`). A server's
@@ -66,9 +68,11 @@ pub struct OcClientConfig {
     pub loss_mix_weight: f64,
     /// RFC 7415 tolerance for category 1 requests.
     #[serde(rename = "rate_tau_ms", with = "crate::serde_millis")]
+    #[schemars(with = "u64")]
     pub rate_tau: Duration,
     /// RFC 7415 tolerance for category 2 (priority) requests; at least `rate_tau`.
     #[serde(rename = "rate_tau_priority_ms", with = "crate::serde_millis")]
+    #[schemars(with = "u64")]
     pub rate_tau_priority: Duration,
     /// The window extension's probe (see [`crate::enforcer::WindowThrottle`]); `None`
     /// disables it. Default 200 ms, Table 2's control interval `T_c`: an SE whose window
@@ -78,6 +82,7 @@ pub struct OcClientConfig {
     /// feedback; a probe slower than the RE's one-second source expiry finds a new entry
     /// at `W_0` each time, and the SE sent `W_0` calls a second for 10 s live.
     #[serde(rename = "window_probe_after_ms", with = "crate::serde_millis::option")]
+    #[schemars(with = "Option<u64>")]
     pub window_probe_after: Option<Duration>,
     /// How `sluicerate` is enforced (Shen et al. §2.4.2): `percentage` (the paper's
     /// pairing for rate feedback), `token-bucket`, `leaky-bucket` or `call-gapping`.
@@ -94,8 +99,12 @@ pub struct OcClientConfig {
     pub bucket_depth: u32,
     /// Send `sluice-ff` (double feed).
     pub feed_forward: bool,
+    /// Interval over which the sessions offered towards this next hop, before throttling,
+    /// are counted (percentage throttling of a rate, double feed), milliseconds.
     #[serde(rename = "meter_interval_ms", with = "crate::serde_millis")]
+    #[schemars(with = "u64")]
     pub meter_interval: Duration,
+    /// Weight of the newest interval in the meter's exponentially weighted average.
     pub meter_smoothing_weight: f64,
     /// The fuzzy window `sluiceload` sets (Montazerolghaem & Yaghmaee 2014).
     pub fuzzy: FuzzyWindowConfig,

@@ -125,7 +125,17 @@ pub const MEMORY_PARAM: &str = "sluice-mem";
 pub const SLUICE_LOAD_SCALE: f64 = 1000.0;
 
 /// An overload control algorithm as named in `oc-algo`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    Hash,
+    serde::Serialize,
+    serde::Deserialize,
+    schemars::JsonSchema,
+)]
 pub enum OcAlgorithm {
     /// RFC 7339 §7: `oc` is the percentage of requests to drop.
     #[serde(rename = "loss")]

@@ -37,24 +37,30 @@ use std::fmt::Write as _;
 use std::time::Duration;
 
 /// Server settings; in files durations are milliseconds (`validity_ms = 500`).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct OcServerConfig {
     /// Algorithms this server will negotiate.
     pub supported: Vec<OcAlgorithm>,
     /// `oc-validity` for `loss` and `rate`.
     #[serde(rename = "validity_ms", with = "crate::serde_millis")]
+    #[schemars(with = "u64")]
     pub validity: Duration,
     /// `oc-validity` for windows; longer, because a window is only refreshed by traffic
     /// the client sends, and an idle client at a zero window would otherwise go open.
     #[serde(rename = "window_validity_ms", with = "crate::serde_millis")]
+    #[schemars(with = "u64")]
     pub window_validity: Duration,
     /// Neighbours with state at most; more are turned away and counted.
     pub max_neighbours: usize,
     /// Wall-clock seconds (UNIX time) at the driver's time origin: the base of `oc-seq`.
     pub epoch_secs: u64,
+    /// Interval over which each neighbour's arrivals are counted to estimate the load it
+    /// offers (scaled up by what its control passes), milliseconds.
     #[serde(rename = "meter_interval_ms", with = "crate::serde_millis")]
+    #[schemars(with = "u64")]
     pub meter_interval: Duration,
+    /// Weight of the newest interval in the meter's exponentially weighted average.
     pub meter_smoothing_weight: f64,
     /// Echo a client's count of sessions sent beside each window (`sluice-wack`, see
     /// [`crate::overload::WINDOW_ACK_PARAM`]), so it can take the sessions in flight off

@@ -33,17 +33,20 @@ use serde::{Deserialize, Serialize};
 use sluice_time::Time;
 use std::time::Duration;
 
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct RateAbsConfig {
     /// `D_B`, the queueing-delay budget.
     #[serde(rename = "budget_delay_ms", with = "crate::serde_millis")]
+    #[schemars(with = "u64")]
     pub budget_delay: Duration,
     /// `T_c`, the control interval.
     #[serde(rename = "control_interval_ms", with = "crate::serde_millis")]
+    #[schemars(with = "u64")]
     pub control_interval: Duration,
     /// `C` of eq. 2 (not in the paper; see the module docs).
     #[serde(rename = "c_ms", with = "crate::serde_millis")]
+    #[schemars(with = "u64")]
     pub c: Duration,
     /// Least total rate handed out, sessions/s (not in the paper).
     pub min_rate: f64,

@@ -20,13 +20,14 @@ use serde::{Deserialize, Serialize};
 use sluice_time::Time;
 use std::time::Duration;
 
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct RateOccConfig {
     /// `ρ_B`, the target processor occupancy, in `(0, 1]`.
     pub target_occupancy: f64,
     /// `T_c`.
     #[serde(rename = "control_interval_ms", with = "crate::serde_millis")]
+    #[schemars(with = "u64")]
     pub control_interval: Duration,
     /// `φ_max`, the largest multiplicative increase per interval.
     pub max_increase: f64,

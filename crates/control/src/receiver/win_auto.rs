@@ -23,13 +23,14 @@ use serde::{Deserialize, Serialize};
 use sluice_time::Time;
 use std::time::Duration;
 
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct WinAutoConfig {
     /// `W_0`.
     pub initial_window: u32,
     /// `D`, the optional queueing-delay binding.
     #[serde(rename = "delay_binding_ms", with = "crate::serde_millis::option")]
+    #[schemars(with = "Option<u64>")]
     pub delay_binding: Option<Duration>,
 }
 

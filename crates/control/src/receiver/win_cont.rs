@@ -49,7 +49,9 @@ use sluice_time::Time;
 use std::time::Duration;
 
 /// How win-cont hands out the room left.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "kebab-case")]
 pub enum WinContAllocation {
     /// §3.4 read as an increment: every SE's fractional window grows by its share of the
@@ -67,11 +69,12 @@ pub enum WinContAllocation {
     Level,
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct WinContConfig {
     /// `D_B`, the queueing-delay budget (must be positive: `N_sess_max = μ·D_B`).
     #[serde(rename = "budget_delay_ms", with = "crate::serde_millis")]
+    #[schemars(with = "u64")]
     pub budget_delay: Duration,
     /// `W_ovth`: least room, in sessions, worth an update (held at 1 or more).
     pub overall_threshold: f64,

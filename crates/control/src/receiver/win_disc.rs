@@ -25,14 +25,16 @@ use serde::{Deserialize, Serialize};
 use sluice_time::Time;
 use std::time::Duration;
 
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct WinDiscConfig {
     /// `D_B`, the queueing-delay budget.
     #[serde(rename = "budget_delay_ms", with = "crate::serde_millis")]
+    #[schemars(with = "u64")]
     pub budget_delay: Duration,
     /// `T_c`, the control interval.
     #[serde(rename = "control_interval_ms", with = "crate::serde_millis")]
+    #[schemars(with = "u64")]
     pub control_interval: Duration,
     /// `W_0`, each SE's window before the first control interval.
     pub initial_window: u32,
