@@ -4,7 +4,7 @@ use std::io::Write as _;
 use std::net::SocketAddr;
 
 use clap::Args;
-use sluice_proxy::{Proxy, ProxyConfig};
+use sluice_proxy::{resolve_host_port, Proxy, ProxyConfig};
 
 use crate::logging::LogFormat;
 
@@ -13,11 +13,11 @@ pub struct ProxyArgs {
     /// TOML config file (every field optional; flags below override it).
     #[arg(long)]
     config: Option<String>,
-    /// UDP address to listen on (port 0: any free port).
-    #[arg(long)]
+    /// UDP address to listen on, host:port (port 0: any free port).
+    #[arg(long, value_parser = resolve_host_port)]
     listen: Option<SocketAddr>,
-    /// Default next hop for requests.
-    #[arg(long)]
+    /// Default next hop for requests, host:port (a name is resolved at start).
+    #[arg(long, value_parser = resolve_host_port)]
     next_hop: Option<SocketAddr>,
     /// host[:port] written into Via and Record-Route (default: the bound address).
     #[arg(long)]
@@ -48,8 +48,8 @@ pub struct ProxyArgs {
     /// Transaction table limit.
     #[arg(long)]
     max_transactions: Option<usize>,
-    /// Admin HTTP address for /metrics and /status.
-    #[arg(long)]
+    /// Admin HTTP address, host:port: /metrics, /status, /signals and /dashboard.
+    #[arg(long, value_parser = resolve_host_port)]
     admin: Option<SocketAddr>,
     /// Seconds a graceful shutdown waits for running transactions.
     #[arg(long)]

@@ -13,12 +13,16 @@ use crate::hop::OverloadConfig;
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct ProxyConfig {
-    /// UDP address to listen on. Port 0 picks a free port.
+    /// UDP address to listen on, `host:port` (a host name is resolved at start). Port 0
+    /// picks a free port.
+    #[serde(deserialize_with = "crate::host_port::deserialize")]
     pub listen: SocketAddr,
     /// Host (and port) this proxy writes into Via and Record-Route. Unset: the listen
     /// address (127.0.0.1 if it is unspecified), with the bound port.
     pub advertise: Option<String>,
-    /// Where requests go that no rule and no Route header sends elsewhere.
+    /// Where requests go that no rule and no Route header sends elsewhere, `host:port`
+    /// (a host name is resolved at start).
+    #[serde(deserialize_with = "crate::host_port::deserialize_option")]
     pub next_hop: Option<SocketAddr>,
     /// Static routing rules on the Request-URI, tried in order before `next_hop`.
     pub routes: Vec<RouteRule>,
@@ -103,7 +107,9 @@ pub struct ProxyConfig {
     pub control: ControlConfig,
     /// Hop-by-hop overload control (RFC 7339/7415): `role = "re"` or `"se"`.
     pub overload: OverloadConfig,
-    /// HTTP address for `/metrics` and `/status`; unset: no admin endpoint.
+    /// HTTP address (`host:port`) for `/metrics`, `/status`, `/signals` and `/dashboard`;
+    /// unset: no admin endpoint.
+    #[serde(deserialize_with = "crate::host_port::deserialize_option")]
     pub admin: Option<SocketAddr>,
     /// Socket buffer sizes asked of the kernel (SO_RCVBUF / SO_SNDBUF), bytes.
     pub socket_buffer: usize,
@@ -215,7 +221,8 @@ pub struct RouteRule {
     /// Request-URI user part, compared exactly; unset matches any user.
     #[serde(default)]
     pub user: Option<String>,
-    /// Where the matching requests go.
+    /// Where the matching requests go, `host:port` (a host name is resolved at start).
+    #[serde(deserialize_with = "crate::host_port::deserialize")]
     pub next_hop: SocketAddr,
 }
 

@@ -84,7 +84,8 @@ pub struct OverloadConfig {
     pub role: HopRole,
     /// RE: the upstream neighbours feedback is computed for; the position is the
     /// neighbour's id. Anyone else gets no feedback. The algorithm is the proxy's
-    /// `[control]`.
+    /// `[control]`. `host:port` each (host names are resolved at start).
+    #[serde(deserialize_with = "crate::host_port::deserialize_vec")]
     pub neighbours: Vec<SocketAddr>,
     /// RE: the RFC 7339 server. An unchanged `supported` list is narrowed to what the
     /// algorithm can express (windows: `sluicewin`; rate-abs: `sluicerate`, `rate`,
@@ -92,6 +93,8 @@ pub struct OverloadConfig {
     /// at start.
     pub server: OcServerConfig,
     /// SE: the next hops whose feedback is enforced; empty: the proxy's `next_hop`.
+    /// `host:port` each (host names are resolved at start).
+    #[serde(deserialize_with = "crate::host_port::deserialize_vec")]
     pub next_hops: Vec<SocketAddr>,
     /// SE: the RFC 7339 client, one per next hop; its random draws (loss lottery, rate
     /// start, percentage throttle) come from `control.seed`, one stream per next hop.
