@@ -8,7 +8,7 @@ use sluice_proxy::{resolve_host_port, Proxy, ProxyConfig};
 
 use crate::logging::LogFormat;
 
-#[derive(Args, Debug)]
+#[derive(Args, Clone, Debug)]
 pub struct ProxyArgs {
     /// TOML config file (every field optional; flags below override it).
     #[arg(long)]
@@ -146,6 +146,27 @@ pub fn run(args: &ProxyArgs, log_format: LogFormat) -> Result<(), String> {
                 eprintln!("sluice proxy: admin on http {a}");
             }
         }
+        let reload = proxy.reload_handle();
+        let reload_args = args.clone();
+        tokio::spawn(async move {
+            use tokio::signal::unix::{signal, SignalKind};
+            let Ok(mut hangups) = signal(SignalKind::hangup()) else {
+                tracing::warn!("cannot handle SIGHUP: the configuration cannot be reloaded");
+                return;
+            };
+            while hangups.recv().await.is_some() {
+                // The file read again, the flags on top, checked as at start: a bad file
+                // leaves the running configuration as it is.
+                match effective_config(&reload_args) {
+                    Ok(config) => {
+                        if !reload.reload(config) {
+                            tracing::warn!("SIGHUP: reloads arrive faster than the proxy applies them; this one is dropped");
+                        }
+                    }
+                    Err(e) => tracing::error!("SIGHUP: configuration not reloaded: {e}"),
+                }
+            }
+        });
         let stop = proxy.shutdown_handle();
         tokio::spawn(async move {
             signals.wait().await;

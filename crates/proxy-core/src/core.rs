@@ -279,6 +279,13 @@ enum Held {
     },
 }
 
+/// What [`ProxyCore::reload`] did: the keys it applied, and those that need a restart.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Reloaded {
+    pub applied: Vec<&'static str>,
+    pub needs_restart: Vec<String>,
+}
+
 /// A proxied request: the server transaction it arrived on and the client transaction that
 /// carries it on.
 #[derive(Debug)]
@@ -364,6 +371,8 @@ enum RouteError {
 
 /// The proxy's logic, sans IO. See the crate docs for the stages and the cost model.
 pub struct ProxyCore {
+    /// The configuration running, for [`ProxyCore::reload`] to compare against.
+    running: Box<ProxyConfig>,
     txn: TransactionLayer,
     admission: Policy,
     /// Initial INVITEs seen, so retransmissions are not taken for new sessions.
@@ -612,6 +621,7 @@ impl ProxyCore {
         let record_route = format!("<sip:{me};lr>").into_bytes();
         let txn_config = config.sip.txn_config(config.max_transactions);
         ProxyCore {
+            running: Box::new(config.clone()),
             txn: TransactionLayer::new(txn_config),
             admission: Policy::Built(Box::new(
                 config
@@ -1413,6 +1423,105 @@ impl ProxyCore {
         ),
     > + '_ {
         self.hop.client_controls()
+    }
+
+    /// Applies a new configuration to the running proxy (SIGHUP) without touching its
+    /// transactions, queues or dialogs: routing (`next_hop`, `routes`,
+    /// `route_by_request_uri`), `retry_after_s`, `new_requests_per_source`, the emulated
+    /// costs, and the control: a changed `[control]` rebuilds the admission policy (its
+    /// state starts again), a changed `[control]` or `[overload]` the hop-by-hop state
+    /// (sessions an SE held for its old control go on at once, admitted by it). Other
+    /// keys size sockets, tables and queues, or name this proxy: they need a restart, and
+    /// are returned, left as they were.
+    // A key either changed in the file or not: its values are compared exactly.
+    #[allow(clippy::float_cmp)]
+    pub fn reload(&mut self, config: &ProxyConfig, now: Time) -> Reloaded {
+        let old = (*self.running).clone();
+        let mut reloaded = Reloaded::default();
+        // What the running config would be with only the live keys changed.
+        let mut next = old.clone();
+        macro_rules! live {
+            ($($field:ident),*) => {$(
+                if config.$field != old.$field {
+                    next.$field = config.$field.clone();
+                    reloaded.applied.push(stringify!($field));
+                }
+            )*};
+        }
+        live!(
+            next_hop,
+            routes,
+            route_by_request_uri,
+            retry_after_s,
+            new_requests_per_source,
+            cost_forward_us,
+            cost_reject_us,
+            cost_other_us,
+            control,
+            overload
+        );
+        let (Ok(wanted), Ok(kept)) = (toml::Table::try_from(config), toml::Table::try_from(&next))
+        else {
+            return reloaded;
+        };
+        reloaded.needs_restart = wanted
+            .iter()
+            .filter(|(k, v)| kept.get(*k) != Some(v))
+            .map(|(k, _)| k.clone())
+            .collect();
+        if reloaded.applied.is_empty() {
+            return reloaded;
+        }
+        self.next_hop = next.next_hop;
+        self.routes.clone_from(&next.routes);
+        self.open_relay = next.route_by_request_uri;
+        self.destinations = next.destinations();
+        self.retry_after = next.retry_after_s;
+        if next.new_requests_per_source != old.new_requests_per_source {
+            self.limiter = SourceLimiter::new(next.new_requests_per_source, MAX_RATE_SOURCES, now);
+        }
+        self.cost_forward = next.cost_forward();
+        self.cost_reject = next.cost_reject();
+        self.cost_other = next.cost_other();
+        self.native_speed = next.native_speed();
+        if next.control != old.control && matches!(self.admission, Policy::Built(_)) {
+            self.admission = Policy::Built(Box::new(
+                next.control
+                    .build_local_admission(now, next.watched_queue_capacity()),
+            ));
+        }
+        if next.control != old.control || next.overload != old.overload {
+            self.hop = crate::hop::Hop::new(
+                &next.overload,
+                &next.control,
+                next.next_hop,
+                next.queue_capacity,
+                now,
+            );
+            self.release_all_held(now);
+        }
+        *self.running = next;
+        reloaded
+    }
+
+    /// Forwards every session held for a next hop's control (keep mode) at once.
+    fn release_all_held(&mut self, now: Time) {
+        let held: Vec<Held> = self.held.drain().map(|(_, h)| h).collect();
+        for h in held {
+            if let Held::Waiting {
+                server,
+                request,
+                from,
+                arrived,
+            } = h
+            {
+                self.cur_in_dialog = false;
+                self.cur_retransmission = false;
+                self.cur_arrived = arrived;
+                self.forward(now, server, &request, from, true);
+            }
+        }
+        self.drain_txn(now);
     }
 
     /// Replaces the receive-stage admission policy (the configured one is built from

@@ -201,7 +201,7 @@ mod record;
 mod transmit;
 
 pub use config::{ConfigError, ProxyConfig, RouteRule, SipTimers};
-pub use core::{CoreStats, KindCounts, ProxyCore, KIND_LABELS};
+pub use core::{CoreStats, KindCounts, ProxyCore, Reloaded, KIND_LABELS};
 pub use histogram::{DelayHistogram, DELAY_BUCKETS_S};
 pub use hop::{HopRole, HopStats, OverloadConfig};
 pub use host_port::resolve as resolve_host_port;

@@ -1251,3 +1251,42 @@ fn a_request_the_proxy_would_forward_past_the_header_limit_gets_500() {
     );
     assert_eq!(core.stats(Time::ZERO).invalid, 1);
 }
+
+/// SIGHUP's reload: a new next hop takes the next call, while the call forwarded before
+/// it keeps its transaction and its answer still reaches the caller; keys that size the
+/// proxy are reported, not applied.
+#[test]
+fn a_reload_reroutes_new_calls_and_keeps_the_transactions_running() {
+    const NEW_UAS: &str = "192.0.2.30:5060";
+    let mut core = core_with(&config());
+    let before = step(&mut core, Time::ZERO, invite("r1", 70).as_bytes(), UAC);
+    let first = only_to(&before, UAS)[0].clone();
+
+    let mut changed = config();
+    changed.next_hop = Some(addr(NEW_UAS));
+    changed.control.algorithm = "threshold".parse().unwrap();
+    changed.max_transactions = 10;
+    let t = Time::from_millis(10);
+    let reloaded = core.reload(&changed, t);
+    assert_eq!(reloaded.applied, vec!["next_hop", "control"]);
+    assert_eq!(reloaded.needs_restart, vec!["max_transactions".to_owned()]);
+
+    let after = step(&mut core, t, invite("r2", 70).as_bytes(), UAC);
+    assert_eq!(
+        only_to(&after, NEW_UAS).len(),
+        1,
+        "the new call goes to the new next hop"
+    );
+    assert!(only_to(&after, UAS).is_empty());
+    let ok = step(&mut core, t, answer(&first, 200, "OK").as_bytes(), UAS);
+    assert_eq!(ok.len(), 1, "the earlier call's 200 is relayed");
+    assert_eq!((ok[0].to, status_of(&ok[0])), (addr(UAC), 200));
+    assert!(
+        core.admission_metrics().control_value.is_some(),
+        "threshold runs"
+    );
+
+    // The same configuration again changes nothing.
+    let again = core.reload(&changed, t);
+    assert!(again.applied.is_empty() && again.needs_restart == vec!["max_transactions".to_owned()]);
+}

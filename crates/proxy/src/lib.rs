@@ -51,5 +51,5 @@ mod shell;
 pub mod signals;
 pub mod watch;
 
-pub use shell::{Proxy, ProxyReport, ShutdownHandle};
+pub use shell::{Proxy, ProxyReport, ReloadHandle, ShutdownHandle};
 pub use sluice_proxy_core::*;

@@ -37,6 +37,8 @@ pub struct Proxy {
     admin_addr: Option<SocketAddr>,
     shutdown_tx: watch::Sender<bool>,
     shutdown_rx: watch::Receiver<bool>,
+    reload_tx: mpsc::Sender<ProxyConfig>,
+    reload_rx: mpsc::Receiver<ProxyConfig>,
     admission: Option<Box<dyn sluice_control::LocalAdmission + Send>>,
 }
 
@@ -58,6 +60,19 @@ impl ShutdownHandle {
     /// configured grace period passes).
     pub fn shutdown(&self) {
         let _ = self.0.send(true);
+    }
+}
+
+/// Hands a running [`Proxy`] a new configuration (SIGHUP): see [`ProxyCore::reload`] for
+/// what it applies. Clone it freely.
+#[derive(Clone, Debug)]
+pub struct ReloadHandle(mpsc::Sender<ProxyConfig>);
+
+impl ReloadHandle {
+    /// Queues `config` for the proxy loop; false once the proxy has ended, or while
+    /// four reloads already wait.
+    pub fn reload(&self, config: ProxyConfig) -> bool {
+        self.0.try_send(config).is_ok()
     }
 }
 
@@ -145,6 +160,9 @@ impl Proxy {
             None => (None, None),
         };
         let (shutdown_tx, shutdown_rx) = watch::channel(false);
+        // A few reloads may wait; more, signalled faster than the loop takes them, are
+        // refused (the last one that got in still applies the file as it was then).
+        let (reload_tx, reload_rx) = mpsc::channel(4);
         Ok(Proxy {
             config,
             socket,
@@ -153,6 +171,8 @@ impl Proxy {
             admin_addr,
             shutdown_tx,
             shutdown_rx,
+            reload_tx,
+            reload_rx,
             admission: None,
         })
     }
@@ -177,6 +197,10 @@ impl Proxy {
         ShutdownHandle(self.shutdown_tx.clone())
     }
 
+    pub fn reload_handle(&self) -> ReloadHandle {
+        ReloadHandle(self.reload_tx.clone())
+    }
+
     /// Runs until shut down (handle, or `duration_s`), then lets transactions finish for at
     /// most `shutdown_grace_s`.
     pub async fn run(self) -> io::Result<ProxyReport> {
@@ -187,9 +211,11 @@ impl Proxy {
             admin,
             shutdown_tx: _keep_open,
             mut shutdown_rx,
+            mut reload_rx,
             admission,
             ..
         } = self;
+        let mut config = config;
         let origin = Instant::now();
         let now = || Time::from_nanos(origin.elapsed().as_nanos() as u64);
         let at = |t: Time| origin + Duration::from_nanos(t.as_nanos());
@@ -355,6 +381,30 @@ impl Proxy {
                 () = &mut stop_timer, if grace_end.is_none() => {
                     core.begin_shutdown();
                     grace_end = Some(Instant::now() + grace);
+                }
+                Some(mut new) = reload_rx.recv() => {
+                    // Filled in at bind, as for the configuration the proxy started with.
+                    if new.overload.server.epoch_secs == 0 {
+                        new.overload.server.epoch_secs = config.overload.server.epoch_secs;
+                    }
+                    let reloaded = core.reload(&new, now());
+                    if !reloaded.needs_restart.is_empty() {
+                        tracing::warn!(
+                            keys = %reloaded.needs_restart.join(", "),
+                            "configuration reloaded without these keys: they take a restart"
+                        );
+                    }
+                    tracing::info!(
+                        applied = %reloaded.applied.join(", "),
+                        "configuration reloaded"
+                    );
+                    for key in reloaded.applied {
+                        match key {
+                            "control" => config.control = new.control.clone(),
+                            "overload" => config.overload = new.overload.clone(),
+                            _ => {}
+                        }
+                    }
                 }
                 r = shutdown_rx.changed(), if grace_end.is_none() => {
                     if r.is_err() || *shutdown_rx.borrow() {
