@@ -130,6 +130,7 @@ pub fn run(args: &ProxyArgs, log_format: LogFormat) -> Result<(), String> {
     let report = runtime.block_on(async move {
         // Handlers first, so a signal arriving right after start-up is not fatal.
         let signals = Signals::install();
+        let hangups = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup());
         let listen = config.listen;
         let proxy = Proxy::bind(config)
             .await
@@ -149,8 +150,7 @@ pub fn run(args: &ProxyArgs, log_format: LogFormat) -> Result<(), String> {
         let reload = proxy.reload_handle();
         let reload_args = args.clone();
         tokio::spawn(async move {
-            use tokio::signal::unix::{signal, SignalKind};
-            let Ok(mut hangups) = signal(SignalKind::hangup()) else {
+            let Ok(mut hangups) = hangups else {
                 tracing::warn!("cannot handle SIGHUP: the configuration cannot be reloaded");
                 return;
             };

@@ -419,6 +419,13 @@ fn render_control_loop(reg: &mut Registry, s: &Snapshot) {
             reg.register(name, help, g);
         }
     };
+    // A busy fraction exists once a whole second has passed.
+    optional(
+        reg,
+        "occupancy_ratio",
+        "Processor busy fraction over the last complete second",
+        (s.uptime >= Duration::from_secs(1)).then_some(s.stats.occupancy),
+    );
     let info = Family::<Labels, Gauge>::default();
     info.get_or_create(&label("algorithm", s.algorithm)).set(1);
     reg.register(
@@ -782,12 +789,6 @@ pub(crate) fn render_metrics(s: &Snapshot) -> String {
         "invite_queue_length",
         "INVITEs waiting in the INVITE queue (invite_queue = true)",
         st.invite_queue_len as f64,
-    );
-    gauge(
-        &mut reg,
-        "occupancy_ratio",
-        "Processor busy fraction over the last second",
-        st.occupancy,
     );
     render_control_loop(&mut reg, s);
     gauge(
