@@ -64,7 +64,7 @@ impl OcSequence {
 /// number does.
 impl fmt::Display for OcSequence {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.micros % 10 == 0 {
+        if self.micros.is_multiple_of(10) {
             write!(f, "{}.{:05}", self.integer, self.micros / 10)
         } else {
             write!(f, "{}.{:06}", self.integer, self.micros)

@@ -102,7 +102,7 @@ impl FeedbackGenerator for WinAuto {
     fn on_processed(&mut self, now: Time, completion: &Completion) {
         let within_binding = self
             .delay_binding
-            .map_or(true, |d| completion.queueing_delay <= d);
+            .is_none_or(|d| completion.queueing_delay <= d);
         if completion.message.is_session_start() {
             if let Some(source) = completion
                 .message

@@ -102,7 +102,7 @@ impl Default for CostConfig {
             target_cpu: 0.9,
             keep_best: 4,
             loads: vec![1.58, 2.10, 2.37, 2.63],
-            run_length: Duration::from_secs(120),
+            run_length: Duration::from_mins(2),
             repetitions: 6,
         }
     }

@@ -219,7 +219,7 @@ fn a_trickle_of_invites_is_not_starved_when_q_t_is_below_one() {
         Duration::from_millis(333),
         Duration::from_millis(2),
         Duration::from_millis(1),
-        Duration::from_secs(60),
+        Duration::from_mins(1),
     );
     assert!(trace.queue.iter().all(|q| *q <= 1.0));
     assert!(
