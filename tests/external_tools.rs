@@ -57,3 +57,31 @@ pub fn emit_build_cfgs() {
         }
     }
 }
+
+/// In a test: fails it unless `promtool check metrics` (the Prometheus project's linter)
+/// accepts `metrics`.
+pub fn require_promtool_accepts(metrics: &str) {
+    use std::io::Write;
+    use std::process::{Command, Stdio};
+    require("promtool");
+    let mut child = Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("promtool starts");
+    child
+        .stdin
+        .take()
+        .expect("promtool's standard input")
+        .write_all(metrics.as_bytes())
+        .expect("promtool reads the metrics");
+    let out = child.wait_with_output().expect("promtool ends");
+    assert!(
+        out.status.success(),
+        "promtool rejected the metrics:\n{}{}\n{metrics}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

@@ -15,8 +15,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use sluice_bench::local::{sluice_variant, Target};
-use sluice_load::shell::{bind_udp, run_uac, run_uas, Stop};
-use sluice_load::{UacConfig, UasConfig};
+use sluice_load::shell::{bind_udp, spawn_loopback_uac, spawn_loopback_uas};
+use sluice_load::UacConfig;
 
 #[path = "../../../tests/external_tools.rs"]
 mod external_tools;
@@ -83,14 +83,8 @@ fn the_dashboard_and_metrics_show_the_pi_regulating() {
     external_tools::require("promtool");
     external_tools::require("chromium");
     let dir = tempfile::tempdir().unwrap();
-    let uas_socket = bind_udp("127.0.0.1:0".parse().unwrap()).unwrap();
-    let uas_addr = uas_socket.local_addr().unwrap();
     let uas_stop = Arc::<AtomicBool>::default();
-    let uas_flag = Stop {
-        flag: Some(uas_stop.clone()),
-        ..Stop::default()
-    };
-    let uas = std::thread::spawn(move || run_uas(uas_socket, UasConfig::new(uas_addr), &uas_flag));
+    let (uas_addr, uas) = spawn_loopback_uas(uas_stop.clone()).unwrap();
 
     let Target::Sluice(config) = sluice_variant("pi", CAPACITY, 0, 8.0).unwrap().target else {
         unreachable!("a sluice variant")
@@ -125,22 +119,10 @@ fn the_dashboard_and_metrics_show_the_pi_regulating() {
     }
     std::thread::spawn(move || for _ in lines {});
 
-    let uac = std::thread::spawn(move || {
-        let mut uac = UacConfig::new("127.0.0.1:0".parse().unwrap(), proxy_addr, OFFERED);
-        uac.duration = Some(Duration::from_secs(OFFER_S));
-        uac.drain_timeout = Duration::from_secs(2);
-        let stop = Stop {
-            after: Some(Duration::from_secs(OFFER_S + 6)),
-            ..Stop::default()
-        };
-        run_uac(
-            bind_udp("127.0.0.1:0".parse().unwrap()).unwrap(),
-            uac,
-            &stop,
-            |_| {},
-        )
-        .unwrap()
-    });
+    let mut uac = UacConfig::new("127.0.0.1:0".parse().unwrap(), proxy_addr, OFFERED);
+    uac.duration = Some(Duration::from_secs(OFFER_S));
+    uac.drain_timeout = Duration::from_secs(2);
+    let uac = spawn_loopback_uac(uac, Duration::from_secs(OFFER_S + 6), |_| {});
     // Past the PI's first seconds, while the load lasts.
     std::thread::sleep(Duration::from_secs(6));
 
@@ -160,26 +142,7 @@ fn the_dashboard_and_metrics_show_the_pi_regulating() {
     assert!(metrics.contains("sluice_proxy_control_info{algorithm=\"pi\"} 1"));
     let answered = value("sluice_proxy_setup_delay_seconds_count").unwrap();
     assert!(answered > 100.0, "calls answered: {answered}");
-    let mut promtool = Command::new("promtool")
-        .args(["check", "metrics"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    promtool
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(metrics.as_bytes())
-        .unwrap();
-    let checked = promtool.wait_with_output().unwrap();
-    assert!(
-        checked.status.success(),
-        "promtool: {}{}",
-        String::from_utf8_lossy(&checked.stdout),
-        String::from_utf8_lossy(&checked.stderr)
-    );
+    external_tools::require_promtool_accepts(&metrics);
 
     let signals: serde_json::Value = serde_json::from_str(&get(admin, "/signals")).unwrap();
     let samples = signals["samples"].as_array().unwrap();
@@ -234,7 +197,7 @@ fn the_dashboard_and_metrics_show_the_pi_regulating() {
         std::fs::copy(&shot, std::path::Path::new(&keep).join("dashboard.png")).unwrap();
     }
 
-    let run = uac.join().unwrap();
+    let run = uac.join().unwrap().unwrap();
     assert!(run.summary.successful > 0);
     drop(proxy);
     uas_stop.store(true, Ordering::Relaxed);

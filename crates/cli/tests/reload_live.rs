@@ -11,8 +11,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use sluice_load::shell::{bind_udp, run_uac, run_uas, Stop};
-use sluice_load::{Hold, UacConfig, UasConfig};
+use sluice_load::shell::{bind_udp, spawn_loopback_uac, spawn_loopback_uas};
+use sluice_load::{Hold, UacConfig};
 use sluice_proxy::ProxyConfig;
 
 const RATE: f64 = 100.0;
@@ -40,18 +40,8 @@ fn hangup(pid: u32) {
 fn sighup_reroutes_new_calls_and_loses_no_call() {
     let dir = tempfile::tempdir().unwrap();
     let stop_uas = Arc::<AtomicBool>::default();
-    let uas = |stop: Arc<AtomicBool>| {
-        let socket = bind_udp("127.0.0.1:0".parse().unwrap()).unwrap();
-        let addr = socket.local_addr().unwrap();
-        let flag = Stop {
-            flag: Some(stop),
-            ..Stop::default()
-        };
-        let thread = std::thread::spawn(move || run_uas(socket, UasConfig::new(addr), &flag));
-        (addr, thread)
-    };
-    let (uas_a, thread_a) = uas(stop_uas.clone());
-    let (uas_b, thread_b) = uas(stop_uas.clone());
+    let (uas_a, thread_a) = spawn_loopback_uas(stop_uas.clone()).unwrap();
+    let (uas_b, thread_b) = spawn_loopback_uas(stop_uas.clone()).unwrap();
 
     let proxy_addr = bind_udp("127.0.0.1:0".parse().unwrap())
         .unwrap()
@@ -91,23 +81,11 @@ fn sighup_reroutes_new_calls_and_loses_no_call() {
         });
     }
 
-    let uac = std::thread::spawn(move || {
-        let mut uac = UacConfig::new("127.0.0.1:0".parse().unwrap(), proxy_addr, RATE);
-        uac.duration = Some(Duration::from_secs(OFFER_S));
-        uac.hold = Hold::Constant(Duration::from_secs(2));
-        uac.drain_timeout = Duration::from_secs(4);
-        let stop = Stop {
-            after: Some(Duration::from_secs(OFFER_S + 8)),
-            ..Stop::default()
-        };
-        run_uac(
-            bind_udp("127.0.0.1:0".parse().unwrap()).unwrap(),
-            uac,
-            &stop,
-            |_| {},
-        )
-        .unwrap()
-    });
+    let mut uac = UacConfig::new("127.0.0.1:0".parse().unwrap(), proxy_addr, RATE);
+    uac.duration = Some(Duration::from_secs(OFFER_S));
+    uac.hold = Hold::Constant(Duration::from_secs(2));
+    uac.drain_timeout = Duration::from_secs(4);
+    let uac = spawn_loopback_uac(uac, Duration::from_secs(OFFER_S + 8), |_| {});
 
     std::thread::sleep(Duration::from_secs(3));
     let before = status(admin);
@@ -120,7 +98,7 @@ fn sighup_reroutes_new_calls_and_loses_no_call() {
     std::fs::write(&file, "queue_capacity = \"many\"\n").unwrap();
     hangup(child.id());
 
-    let run = uac.join().unwrap();
+    let run = uac.join().unwrap().unwrap();
     let after = status(admin);
     assert!(child.wait().unwrap().success(), "the proxy ran to its end");
     stop_uas.store(true, Ordering::Relaxed);

@@ -345,3 +345,44 @@ pub fn probe(target: SocketAddr, timeout: Duration) -> bool {
     }
     false
 }
+
+/// A UAC on a fresh loopback socket, in a thread of its own, stopping by itself `stop_after`
+/// from its start; `on_row` gets each per-second row. For live tests and benches that drive
+/// a proxy from the same process.
+pub fn spawn_loopback_uac(
+    cfg: UacConfig,
+    stop_after: Duration,
+    mut on_row: impl FnMut(&SecondRow) + Send + 'static,
+) -> std::thread::JoinHandle<io::Result<Run<UacSummary>>> {
+    std::thread::spawn(move || {
+        let stop = Stop {
+            after: Some(stop_after),
+            ..Stop::default()
+        };
+        run_uac(bind_udp(loopback_any())?, cfg, &stop, |r| on_row(r))
+    })
+}
+
+/// A UAS on a fresh loopback socket, in a thread of its own, until `stop` is set: its
+/// address and its thread.
+pub fn spawn_loopback_uas(
+    stop: Arc<AtomicBool>,
+) -> io::Result<(
+    SocketAddr,
+    std::thread::JoinHandle<io::Result<Run<UasCounts>>>,
+)> {
+    let socket = bind_udp(loopback_any())?;
+    let addr = socket.local_addr()?;
+    let flag = Stop {
+        flag: Some(stop),
+        ..Stop::default()
+    };
+    Ok((
+        addr,
+        std::thread::spawn(move || run_uas(socket, UasConfig::new(addr), &flag)),
+    ))
+}
+
+fn loopback_any() -> SocketAddr {
+    SocketAddr::from(([127, 0, 0, 1], 0))
+}

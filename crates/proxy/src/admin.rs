@@ -838,9 +838,13 @@ pub(crate) fn to_prometheus_text(openmetrics: &str) -> String {
 }
 
 #[cfg(test)]
+#[path = "../../../tests/external_tools.rs"]
+mod external_tools;
+
+#[cfg(test)]
 mod tests {
+    use super::external_tools;
     use super::*;
-    use std::io::Write;
 
     /// Every series the Grafana dashboard under `examples/` queries is one the proxy
     /// exports, so the dashboard cannot silently go blank after a rename.
@@ -941,25 +945,6 @@ mod tests {
             0,
             "malformed datagrams are counted once, as a drop reason"
         );
-        let mut child = std::process::Command::new("promtool")
-            .args(["check", "metrics"])
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .expect("promtool is not installed: apt-get install prometheus");
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(text.as_bytes())
-            .unwrap();
-        let out = child.wait_with_output().unwrap();
-        assert!(
-            out.status.success(),
-            "promtool rejected the metrics:\n{}{}\n{text}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
+        external_tools::require_promtool_accepts(&text);
     }
 }
