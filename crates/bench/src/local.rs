@@ -676,9 +676,13 @@ pub fn demo(args: &Demo, console: &dyn Console) -> Result<(), String> {
     say!(
         console,
         "sluice demo: UAC -> sluice proxy (emulated capacity {:.0} calls/s) -> UAS on 127.0.0.1,\n\
-         offered load 1x, 2x and 4x capacity, {} s each, without overload control and with the\n\
-         dual-loop PI. A rejected call costs the proxy 1/{beta} of a forwarded one; no local\n\
-         control can do better than g_opt(r) (De Cicco et al.), which is 0 beyond r = 0.9 beta.\n",
+         offered load r = 1x, 2x and 4x capacity, {} s each, without overload control and with\n\
+         De Cicco et al.'s dual-loop PI. Rejecting a call with 503 costs the proxy 1/beta of\n\
+         forwarding it (beta = {beta}). A local control that keeps the processor busy a share\n\
+         C_T = 0.9 of the time carries at most g_opt(r) = (C_T beta - r) / (beta - 1) of\n\
+         capacity once r > C_T (De Cicco et al. eq. 2; 0 beyond r = C_T beta): the rest of the\n\
+         time goes on rejecting. So the PI carries about 0.89 of capacity at 1x, by design: it\n\
+         holds the processor at its target C_T and rejects the rest.\n",
         args.capacity,
         args.duration
     );
