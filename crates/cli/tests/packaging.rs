@@ -1,5 +1,6 @@
 //! What operators install beside the binary: shell completions and man pages generated from
-//! the command line's definition, and the systemd unit in examples/systemd.
+//! the command line's definition, the systemd unit in examples/systemd and the Prometheus
+//! scrape config in examples/prometheus.yml.
 //!
 //! The expected subcommands and flags are read from `sluice --help`, so these tests follow the
 //! command line as it changes instead of a copy of it.
@@ -375,4 +376,24 @@ fn systemd_unit_verifies_and_outlasts_the_drain() {
         "TimeoutStopSec={stop}, grace {grace} s"
     );
     let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+#[cfg_attr(
+    missing_promtool,
+    ignore = "needs promtool: apt-get install prometheus"
+)]
+fn prometheus_example_is_a_valid_config() {
+    external_tools::require("promtool");
+    let out = Command::new("promtool")
+        .args(["check", "config"])
+        .arg(workspace_root().join("examples/prometheus.yml"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
