@@ -29,8 +29,8 @@ RUN sed -e 's/^listen = "[^"]*"/listen = "0.0.0.0:5060"/' \
 
 FROM debian:bookworm-slim
 # A fixed numeric id, so that orchestrators can check that the image does not run as root.
-RUN groupadd --system --gid 10001 sluice \
-    && useradd --system --uid 10001 --gid sluice --no-create-home --home-dir /nonexistent \
+RUN groupadd --gid 10001 sluice \
+    && useradd --uid 10001 --gid sluice --no-create-home --home-dir /nonexistent \
         --shell /usr/sbin/nologin sluice
 COPY --from=builder /out/sluice /usr/local/bin/sluice
 COPY --from=builder /out/proxy.toml /etc/sluice/proxy.toml

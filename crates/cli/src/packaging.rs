@@ -45,10 +45,12 @@ pub fn man(args: &ManArgs, mut command: clap::Command) -> Result<(), String> {
     std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
     let mut written = Vec::new();
     write_pages(&command, dir, &mut written)?;
-    for path in written {
-        println!("{}", path.display());
+    let mut list = Vec::new();
+    for path in &written {
+        // Writing to a Vec cannot fail.
+        let _ = writeln!(list, "{}", path.display());
     }
-    Ok(())
+    write_stdout(&list)
 }
 
 fn write_pages(
