@@ -1,7 +1,7 @@
 # The sluice proxy as a container image:
 #   docker build -t sluice .
-#   docker run --rm -p 5060:5060/udp -p 9090:9090 sluice                    # the image's config
-#   docker run --rm -p 5060:5060/udp -p 9090:9090 \
+#   docker run --rm -p 5060:5060/udp -p 127.0.0.1:9090:9090 sluice          # the image's config
+#   docker run --rm -p 5060:5060/udp -p 127.0.0.1:9090:9090 \
 #       -v "$PWD/proxy.toml:/etc/sluice/proxy.toml:ro" sluice               # your own
 # The image's config is examples/proxy.toml listening on 0.0.0.0 with the admin endpoint
 # (/metrics, /status) on 0.0.0.0:9090. A config of your own must listen on 0.0.0.0 (or the
