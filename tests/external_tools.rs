@@ -1,20 +1,23 @@
-//! The external programs some live tests run (SIPp, Kamailio, tshark, promtool, Chromium), shared by
-//! the build scripts of the crates whose tests use them and by those tests.
+//! The external programs some tests run (SIPp, Kamailio, tshark, promtool, Chromium,
+//! systemd-analyze, man), shared by the build scripts of the crates whose tests use them and
+//! by those tests.
 //!
-//! A test that needs one is marked `#[cfg_attr(missing_TOOL, ignore = "needs TOOL ...")]`.
-//! The build script sets `missing_TOOL` when the program is not on `PATH`, so a run without
-//! it lists the test as ignored with its reason instead of passing without running it.
-//! Under CI (`CI` set) it never does: the test runs, and [`require`] fails it on the missing
-//! program, so CI cannot skip an interop test silently.
+//! A test that needs one is marked `#[cfg_attr(missing_TOOL, ignore = "needs TOOL ...")]`
+//! (a `-` in the program's name is `_` in the cfg). The build script sets `missing_TOOL` when
+//! the program is not on `PATH`, so a run without it lists the test as ignored with its reason
+//! instead of passing without running it. Under CI (`CI` set) it never does: the test runs,
+//! and [`require`] fails it on the missing program, so CI cannot skip such a test silently.
 #![allow(dead_code)]
 
 /// Each program, and the Debian package that installs it.
-pub const TOOLS: [(&str, &str); 5] = [
+pub const TOOLS: [(&str, &str); 7] = [
     ("sipp", "sip-tester"),
     ("kamailio", "kamailio"),
     ("tshark", "tshark"),
     ("promtool", "prometheus"),
     ("chromium", "chromium"),
+    ("systemd-analyze", "systemd"),
+    ("man", "man-db"),
 ];
 
 /// Whether `tool` is an executable file in a folder of `PATH`.
@@ -51,9 +54,10 @@ pub fn emit_build_cfgs() {
         }
     }
     for (tool, _) in TOOLS {
-        println!("cargo::rustc-check-cfg=cfg(missing_{tool})");
+        let cfg = format!("missing_{}", tool.replace('-', "_"));
+        println!("cargo::rustc-check-cfg=cfg({cfg})");
         if !on_path(tool) && !in_ci() {
-            println!("cargo::rustc-cfg=missing_{tool}");
+            println!("cargo::rustc-cfg={cfg}");
         }
     }
 }

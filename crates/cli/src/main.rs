@@ -2,11 +2,12 @@
 
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 
 mod bench;
 mod load;
 mod logging;
+mod packaging;
 mod proxy;
 mod relay;
 mod sim;
@@ -58,6 +59,10 @@ enum Command {
     },
     /// Tune the PI controller's gains by Extremum Seeking against the simulator.
     Tune(tune::TuneArgs),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
+    Completions(packaging::CompletionsArgs),
+    /// Write man pages: sluice.1 and one per subcommand.
+    Man(packaging::ManArgs),
 }
 
 fn main() -> ExitCode {
@@ -76,6 +81,8 @@ fn main() -> ExitCode {
         Command::Sim(args) => sim::run(&args),
         Command::Sip { command } => sip::run(command),
         Command::Tune(args) => tune::run(&args),
+        Command::Completions(args) => packaging::completions(&args, Cli::command()),
+        Command::Man(args) => packaging::man(&args, Cli::command()),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
