@@ -13,6 +13,8 @@
 pub mod claims;
 pub mod experiment;
 pub mod files;
+pub mod html;
 pub mod plot;
 pub mod shard;
+pub mod stats;
 pub mod tuning;
