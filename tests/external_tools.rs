@@ -1,5 +1,5 @@
-//! The external programs some live tests run (SIPp, Kamailio, tshark, promtool), shared by
-//! the build scripts of the crates whose tests use them and by those tests.
+//! The external programs some tests run (SIPp, Kamailio, tshark, promtool, Chromium),
+//! shared by the build scripts of the crates whose tests use them and by those tests.
 //!
 //! A test that needs one is marked `#[cfg_attr(missing_TOOL, ignore = "needs TOOL ...")]`.
 //! The build script sets `missing_TOOL` when the program is not on `PATH`, so a run without
@@ -9,11 +9,12 @@
 #![allow(dead_code)]
 
 /// Each program, and the Debian package that installs it.
-pub const TOOLS: [(&str, &str); 4] = [
+pub const TOOLS: [(&str, &str); 5] = [
     ("sipp", "sip-tester"),
     ("kamailio", "kamailio"),
     ("tshark", "tshark"),
     ("promtool", "prometheus"),
+    ("chromium", "chromium"),
 ];
 
 /// Whether `tool` is an executable file in a folder of `PATH`.

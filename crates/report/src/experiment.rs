@@ -85,8 +85,10 @@ fn page(e: &Experiment, plots: Vec<String>, claims: Vec<ClaimRow>) -> Page {
     if seeds > 1 && e.kind != Kind::Sample {
         notes.push(format!(
             "Curves are the means over the {seeds} seeds; the shaded bands and error bars are \
-             the 95 % confidence intervals of those means (Student's t with {} degrees of freedom).",
-            seeds - 1
+             the 95 % confidence intervals of those means (Student's t, {} degree{} of freedom; \
+             cut at 0).",
+            seeds - 1,
+            if seeds == 2 { "" } else { "s" }
         ));
     }
     let mut files = vec![(
@@ -216,7 +218,8 @@ fn write_timeseries(out: &Path, e: &Experiment, reports: &[RunReport]) -> Result
 }
 
 /// Per variant, in the sweep's load order: the mean over seeds of `y` at each x, and the
-/// 95 % confidence interval of that mean (none with a single seed).
+/// 95 % confidence interval of that mean (none with a single seed). Every quantity plotted
+/// is a count or a share, never negative, so an interval is cut at 0.
 fn sweep_series(
     e: &Experiment,
     reports: &[RunReport],
@@ -248,7 +251,7 @@ fn sweep_series(
                 .filter(|(_, ci)| ci.half_width.is_finite())
                 .map(|(x, ci)| Interval {
                     x: *x,
-                    low: ci.low(),
+                    low: ci.low().max(0.0),
                     high: ci.high(),
                 })
                 .collect();
@@ -443,7 +446,7 @@ fn goodput_over_time(r: &RunReport) -> Option<Vec<Series>> {
 }
 
 /// The mean of the same curves of several runs, second by second, with its 95 %
-/// confidence interval; as long as the shortest run.
+/// confidence interval (cut at 0: goodput is never negative); as long as the shortest run.
 fn mean_over_runs(runs: &[Vec<Series>]) -> (Vec<Series>, Vec<Vec<Interval>>) {
     let Some(first) = runs.first() else {
         return (Vec::new(), Vec::new());
@@ -471,7 +474,7 @@ fn mean_over_runs(runs: &[Vec<Series>]) -> (Vec<Series>, Vec<Vec<Interval>>) {
                 cis.iter()
                     .map(|(x, ci)| Interval {
                         x: *x,
-                        low: ci.low(),
+                        low: ci.low().max(0.0),
                         high: ci.high(),
                     })
                     .collect(),

@@ -257,11 +257,12 @@ fn render_table(h: &mut String, dir: &Path, caption: &str, file: &str) -> Result
     };
     let _ = writeln!(
         h,
-        "<h2>{}</h2>\n<p><a href=\"{}\">{}</a>, {} rows{}</p>\n<div class=\"scroll\"><table>",
+        "<h2>{}</h2>\n<p><a href=\"{}\">{}</a>, {} row{}{}</p>\n<div class=\"scroll\"><table>",
         escape(caption),
         escape(&href(file)),
         escape(file),
         body.len(),
+        if body.len() == 1 { "" } else { "s" },
         if body.len() > MAX_TABLE_ROWS {
             format!(" (the first {MAX_TABLE_ROWS} shown)")
         } else {
