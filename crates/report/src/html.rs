@@ -233,7 +233,7 @@ fn render_claims(h: &mut String, claims: &[ClaimRow]) {
         };
         let _ = writeln!(
             h,
-            "<tr><td>{}</td><td>{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"{class}\">{word}</td></tr>",
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"{class}\">{word}</td></tr>",
             escape(&c.claim),
             escape(&c.subject),
             escape(&c.required),
