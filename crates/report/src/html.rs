@@ -86,24 +86,6 @@ fn href(file: &str) -> String {
     out
 }
 
-/// The SVG files directly in `dir`, by name: a name sorts before the longer names that
-/// start with it (`fig.svg` before `fig-delay.svg`), so the main plot leads.
-pub fn plots_in(dir: &Path) -> Result<Vec<String>, String> {
-    let entries = std::fs::read_dir(dir).map_err(|e| format!("reading {}: {e}", dir.display()))?;
-    let mut stems: Vec<String> = Vec::new();
-    for entry in entries {
-        let entry = entry.map_err(|e| format!("reading {}: {e}", dir.display()))?;
-        let name = entry.file_name().to_string_lossy().into_owned();
-        if let Some(stem) = name.strip_suffix(".svg") {
-            if entry.file_type().is_ok_and(|t| t.is_file()) {
-                stems.push(stem.to_owned());
-            }
-        }
-    }
-    stems.sort();
-    Ok(stems.into_iter().map(|s| format!("{s}.svg")).collect())
-}
-
 /// Writes `page` as `dir/report.html`; the tables are read from `dir`.
 pub fn write_page(dir: &Path, page: &Page) -> Result<(), String> {
     let html = render(dir, page)?;
@@ -322,23 +304,6 @@ mod tests {
     fn links_keep_one_file_name_whatever_it_holds() {
         assert_eq!(href("fig-a_b.svg"), "fig-a_b.svg");
         assert_eq!(href("a b\"#?.svg"), "a%20b%22%23%3F.svg");
-    }
-
-    #[test]
-    fn the_main_plot_leads_the_others() {
-        let dir = tempfile::tempdir().unwrap();
-        for name in [
-            "fig-retransmissions.svg",
-            "fig.svg",
-            "fig-delay.svg",
-            "x.csv",
-        ] {
-            std::fs::write(dir.path().join(name), "").unwrap();
-        }
-        assert_eq!(
-            plots_in(dir.path()).unwrap(),
-            ["fig.svg", "fig-delay.svg", "fig-retransmissions.svg"]
-        );
     }
 
     #[test]
