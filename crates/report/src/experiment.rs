@@ -56,10 +56,14 @@ fn page(e: &Experiment, plots: Vec<String>, claims: Vec<ClaimRow>) -> Page {
     let seeds = seeds_per_point(e);
     let first = e.points.first().map(|p| &p.scenario);
     let timing = first.map_or(String::new(), |s| {
-        format!(
-            "; {} simulated seconds each, the first {} left out as warm-up",
-            s.duration_s, s.warmup_s
-        )
+        if s.warmup_s > 0.0 {
+            format!(
+                "; {} simulated seconds each, the first {} left out as warm-up",
+                s.duration_s, s.warmup_s
+            )
+        } else {
+            format!("; {} simulated seconds each, no warm-up", s.duration_s)
+        }
     });
     let what = match e.kind {
         Kind::Sample => format!(
@@ -84,8 +88,8 @@ fn page(e: &Experiment, plots: Vec<String>, claims: Vec<ClaimRow>) -> Page {
     let mut notes = vec![what];
     if seeds > 1 && e.kind != Kind::Sample {
         notes.push(format!(
-            "Curves are the means over the {seeds} seeds; the shaded bands and error bars are \
-             the 95 % confidence intervals of those means (Student's t, {} degree{} of freedom; \
+            "Curves are the means over the {seeds} seeds; the shaded bands (and error bars, \
+             where the points are few) are the 95 % confidence intervals of those means (Student's t, {} degree{} of freedom; \
              cut at 0).",
             seeds - 1,
             if seeds == 2 { "" } else { "s" }

@@ -64,8 +64,8 @@ pub struct Interval {
 }
 
 /// [`line_chart`] of means, each `series[i]` with its confidence intervals
-/// `intervals[i]` drawn as a shaded band and error bars in its colour (a series whose
-/// intervals are empty is drawn as a plain line).
+/// `intervals[i]` drawn as a shaded band in its colour, and error bars where there are at
+/// most 40 (a series whose intervals are empty is drawn as a plain line).
 pub fn line_chart_with_intervals(
     path: &Path,
     axes: &Axes<'_>,
@@ -197,6 +197,10 @@ fn draw_panel<'b>(
                 color.mix(0.15).filled(),
             )))?;
         }
+        // Error bars where they stay apart (as the point markers); a dense band is enough.
+        if band.len() > 40 {
+            continue;
+        }
         let cap = x_max * 0.005;
         chart.draw_series(band.iter().flat_map(|b| {
             [
@@ -287,6 +291,39 @@ mod tests {
         // The band's top (1.16) is above 1.1, so the axis reaches past it: its last
         // label is 1.2.
         assert!(svg.contains("\n1.2\n"), "{svg}");
+        // Each interval has its error bar and two caps, drawn as lines; a hundred
+        // intervals have none, which would hide the band.
+        let lines = |series: &[Series], intervals: &[Vec<Interval>]| {
+            let path = dir.path().join("lines.svg");
+            line_chart_with_intervals(&path, &AXES, series, intervals, None).unwrap();
+            std::fs::read_to_string(&path)
+                .unwrap()
+                .matches("<polyline")
+                .count()
+        };
+        let sparse = intervals[0]
+            .iter()
+            .map(|i| Interval { high: 1.05, ..*i })
+            .collect();
+        assert_eq!(
+            lines(&series, &[sparse]),
+            lines(&series, &[Vec::new()]) + 3 * 3
+        );
+        let dense = [Series {
+            label: "mean".into(),
+            points: (0..100).map(|i| (f64::from(i), 0.5)).collect(),
+        }];
+        let dense_intervals = (0..100)
+            .map(|i| Interval {
+                x: f64::from(i),
+                low: 0.4,
+                high: 0.6,
+            })
+            .collect();
+        assert_eq!(
+            lines(&dense, &[dense_intervals]),
+            lines(&dense, &[Vec::new()])
+        );
         // One run (no interval): a plain line.
         let plain = dir.path().join("plain.svg");
         line_chart_with_intervals(&plain, &AXES, &series, &[Vec::new()], None).unwrap();
