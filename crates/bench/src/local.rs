@@ -41,7 +41,6 @@ use sluice_control::Algorithm;
 use sluice_load::shell::{self, Stop};
 use sluice_load::{Hold, SecondRow, UacConfig};
 use sluice_proxy::{ProxyConfig, ProxyReport};
-
 use sluice_report::html::Page;
 
 use crate::config::{Caller, OverloadConfig};

@@ -15,7 +15,6 @@ use std::time::Duration;
 use serde::Serialize;
 use sluice_load::shell::{self, Run, Stop};
 use sluice_load::{Schedule, UacConfig, UasConfig};
-
 use sluice_report::html::{write_page, Page};
 
 use crate::console::{note, say, Console};

@@ -89,8 +89,8 @@ fn page(e: &Experiment, plots: Vec<String>, claims: Vec<ClaimRow>) -> Page {
     if seeds > 1 && e.kind != Kind::Sample {
         notes.push(format!(
             "Curves are the means over the {seeds} seeds; the shaded bands (and error bars, \
-             where the points are few) are the 95 % confidence intervals of those means (Student's t, {} degree{} of freedom; \
-             cut at 0).",
+             where the points are few) are the 95 % confidence intervals of those means \
+             (Student's t, {} degree{} of freedom; cut at 0).",
             seeds - 1,
             if seeds == 2 { "" } else { "s" }
         ));
