@@ -27,10 +27,10 @@ use sluice_load::Schedule;
 use sluice_report::files::{csv_field, file_stem, write};
 use sluice_report::plot::{line_chart, Axes, Series};
 use sluice_sim::experiment::Experiment;
-use sluice_sim::Scenario;
+use sluice_sim::{RunReport, Scenario};
 
 use crate::console::{say, Console};
-use crate::parallel::simulate;
+use crate::parallel::simulate_in_order;
 use crate::point::PointResult;
 
 /// Which share of the phase is left for the algorithms to settle before it is measured.
@@ -351,6 +351,11 @@ pub fn report(
     Ok(missed)
 }
 
+/// The file [`report`] draws a variant's goodput over time in.
+pub fn plot_name(name: &str, variant: &str) -> String {
+    format!("{}-{}.svg", file_stem(name), file_stem(variant))
+}
+
 /// Per-source and total goodput over time, smoothed, as the paper's figures 24-37.
 fn plot_variant(out: &Path, name: &str, p: &PointResult) -> Result<(), String> {
     let capacity = p.capacity_cps.max(1e-9);
@@ -397,9 +402,8 @@ fn plot_variant(out: &Path, name: &str, p: &PointResult) -> Result<(), String> {
         label: "total".into(),
         points: smooth(&total),
     });
-    let file = format!("{}-{}.svg", file_stem(name), file_stem(&p.variant));
     line_chart(
-        &out.join(file),
+        &out.join(plot_name(name, &p.variant)),
         &Axes {
             title: &format!("{} (live, {SMOOTHING_S} s moving average)", p.variant),
             x_label: "Time (s)",
@@ -446,19 +450,74 @@ pub fn compare_phases_with_simulator(
         "\nsimulator: the same {} variant(s) on the same schedule...",
         runs.len()
     );
-    let reports = simulate(&runs)?;
-    let mut csv = String::from("variant,from_s,to_s,source,live_share,sim_share,diff\n");
-    for ((p, fairness), r) in live.iter().zip(&reports) {
-        let Some(ts) = &r.timeseries else { continue };
+    // Each variant's comparison as soon as its simulation (and every one before it) ends.
+    simulate_in_order(&runs, console, |i, r| {
+        let Some((p, fairness)) = live.get(i) else {
+            return;
+        };
+        if r.timeseries.is_none() {
+            return;
+        }
         say!(
             console,
             "\n{}: live and simulated shares per phase",
             p.variant
         );
-        for lr in analyse(d, p, *fairness) {
-            if !lr.overloaded() {
-                continue;
+        for (lr, sim) in simulated_shares(d, p, *fairness, r) {
+            let diff = lr
+                .got
+                .iter()
+                .zip(&sim)
+                .map(|(a, b)| (a - b).abs())
+                .fold(0.0, f64::max);
+            say!(
+                console,
+                "  {:>6.0}-{:<6.0} live {}  sim {}  max |diff| {diff:.3}",
+                lr.from,
+                lr.to,
+                per_source(&lr.got),
+                per_source(&sim)
+            );
+        }
+    })
+    .map(|reports| {
+        let mut csv = String::from("variant,from_s,to_s,source,live_share,sim_share,diff\n");
+        for ((p, fairness), r) in live.iter().zip(&reports) {
+            for (lr, sim) in simulated_shares(d, p, *fairness, r) {
+                for (i, (name, _)) in d.sources.iter().enumerate() {
+                    let _ = writeln!(
+                        csv,
+                        "{},{:.1},{:.1},{name},{:.4},{:.4},{:.4}",
+                        csv_field(&p.variant),
+                        lr.from,
+                        lr.to,
+                        lr.got[i],
+                        sim[i],
+                        lr.got[i] - sim[i]
+                    );
+                }
             }
+        }
+        csv
+    })
+    .and_then(|csv| write(&out.join("phases-sim.csv"), &csv))
+}
+
+/// Each overloaded phase of a live run with the simulated run's goodput shares over the
+/// same seconds (none without a time series).
+fn simulated_shares(
+    d: &Dynamic,
+    p: &PointResult,
+    fairness: Fairness,
+    r: &RunReport,
+) -> Vec<(PhaseResult, Vec<f64>)> {
+    let Some(ts) = &r.timeseries else {
+        return Vec::new();
+    };
+    analyse(d, p, fairness)
+        .into_iter()
+        .filter(PhaseResult::overloaded)
+        .map(|lr| {
             let pts: Vec<_> = ts
                 .points
                 .iter()
@@ -475,35 +534,9 @@ pub fn compare_phases_with_simulator(
                         + 0.0
                 })
                 .collect();
-            let diff = lr
-                .got
-                .iter()
-                .zip(&sim)
-                .map(|(a, b)| (a - b).abs())
-                .fold(0.0, f64::max);
-            say!(
-                console,
-                "  {:>6.0}-{:<6.0} live {}  sim {}  max |diff| {diff:.3}",
-                lr.from,
-                lr.to,
-                per_source(&lr.got),
-                per_source(&sim)
-            );
-            for (i, (name, _)) in d.sources.iter().enumerate() {
-                let _ = writeln!(
-                    csv,
-                    "{},{:.1},{:.1},{name},{:.4},{:.4},{:.4}",
-                    csv_field(&p.variant),
-                    lr.from,
-                    lr.to,
-                    lr.got[i],
-                    sim[i],
-                    lr.got[i] - sim[i]
-                );
-            }
-        }
-    }
-    write(&out.join("phases-sim.csv"), &csv)
+            (lr, sim)
+        })
+        .collect()
 }
 
 #[cfg(test)]

@@ -41,10 +41,11 @@ use sluice_control::Algorithm;
 use sluice_load::shell::{self, Stop};
 use sluice_load::{Hold, SecondRow, UacConfig};
 use sluice_proxy::{ProxyConfig, ProxyReport};
+use sluice_report::html::Page;
 
 use crate::config::{Caller, OverloadConfig};
 use crate::console::{say, Console};
-use crate::output::{write_outputs, written_line};
+use crate::output::{write_outputs, write_sweep_page, written_line};
 use crate::point::{ms, native_beta, CallerRun, PointResult, Timing};
 use crate::process::{process_tree_cpu, start_command, start_sluice, start_uas, Running};
 use crate::proxy_config::{emulated_capacity, set_costs, OTHERS_FORWARDED, OTHERS_REJECTED};
@@ -574,13 +575,40 @@ pub fn bench(args: &OverloadConfig, console: &dyn Console) -> Result<(), String>
     if matches!(args.generator, Caller::Both | Caller::Split) {
         print_agreement(&points, console);
     }
-    write_outputs(&args.out, &name, &title, &points, Some(beta))?;
+    let plots = write_outputs(&args.out, &name, &title, &points, Some(beta))?;
+    let report = write_sweep_page(
+        &args.out,
+        Page {
+            title,
+            name: name.clone(),
+            source: "live: sluice load -> the proxy under test -> sluice UAS on loopback".into(),
+            expectation: G_OPT_EXPECTATION.into(),
+            notes: vec![sweep_note(&loads, timing, beta)],
+            plots,
+            ..Page::default()
+        },
+    )?;
+    console.line(&report);
     say!(
         console,
         "{}",
         written_line(points.len(), started.elapsed(), &args.out, &name)
     );
     Ok(())
+}
+
+/// What a live sweep of local controls should show, for its report.
+const G_OPT_EXPECTATION: &str = "No local control keeps more goodput than g_opt(r) (De Cicco et al.; the dashed curve at the run's beta), which falls to 0 beyond r = 0.9 beta: the rejections alone then fill the proxy. A good control stays close to it; without control the queue fills with calls their callers have given up on, and goodput collapses.";
+
+/// How a live sweep ran, for its report.
+fn sweep_note(loads: &[f64], timing: Timing, beta: f64) -> String {
+    let loads: Vec<String> = loads.iter().map(f64::to_string).collect();
+    format!(
+        "Offered load {} times the proxy's capacity, {} s of arrivals a point, the first {} s left out; emulated beta {beta:.2}.",
+        loads.join(", "),
+        timing.duration,
+        timing.warmup
+    )
 }
 
 /// sluice's UAC against SIPp at each point both ran: goodput and the UAC's retransmissions
@@ -733,13 +761,21 @@ pub fn demo(args: &Demo, console: &dyn Console) -> Result<(), String> {
             );
         }
     }
-    write_outputs(
+    let title = "sluice demo: goodput without control and with PI";
+    let plots = write_outputs(&args.out, "demo", title, &points, Some(beta))?;
+    let report = write_sweep_page(
         &args.out,
-        "demo",
-        "sluice demo: goodput without control and with PI",
-        &points,
-        Some(beta),
+        Page {
+            title: title.into(),
+            name: "demo".into(),
+            source: "live: sluice load -> sluice proxy -> sluice UAS on loopback".into(),
+            expectation: G_OPT_EXPECTATION.into(),
+            notes: vec![sweep_note(&loads, timing, beta)],
+            plots,
+            ..Page::default()
+        },
     )?;
+    console.line(&report);
     say!(
         console,
         "\nWithout control the proxy's queue fills with work callers have already given up on\n\

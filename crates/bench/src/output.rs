@@ -7,6 +7,7 @@ use std::path::Path;
 use sluice_control::optimal::optimal_goodput;
 use sluice_load::SecondRow;
 use sluice_report::files::{create_dir, csv_field, file_stem, write};
+use sluice_report::html::{write_page, Page, FILE};
 use sluice_report::plot::{line_chart, Axes, Series};
 
 use crate::point::PointResult;
@@ -24,14 +25,14 @@ pub fn written_line(points: usize, elapsed: std::time::Duration, out: &Path, nam
 
 /// summary.csv (the columns of `sluice sim`, then live-only ones), points.jsonl,
 /// series.csv (per point, source and second, the caller's row: `sluice` or `sipp`, or in a
-/// topology each UAC's) and the goodput SVG.
+/// topology each UAC's) and the SVG plots; returns the plots' file names.
 pub fn write_outputs(
     out: &Path,
     name: &str,
     title: &str,
     points: &[PointResult],
     beta: Option<f64>,
-) -> Result<(), String> {
+) -> Result<Vec<String>, String> {
     create_dir(out)?;
     let mut csv = String::from(
         "experiment,variant,algorithm,seed,x,offered_load,goodput,goodput_cps,retrans_ratio,setup_delay_p50_ms,setup_delay_p99_ms,occupancy,reject_ratio,offered_load_measured,calls_offered,calls_good,re_queue_mean,re_dropped,capacity_cps,uac_retrans_sent,uas_2xx_retrans,goodput_with_180\n",
@@ -124,8 +125,9 @@ pub fn write_outputs(
             .collect(),
     });
     let stem = file_stem(name);
+    let mut plots = vec![format!("{stem}.svg"), format!("{stem}-retrans.svg")];
     line_chart(
-        &out.join(format!("{stem}.svg")),
+        &out.join(&plots[0]),
         &Axes {
             title,
             x_label: "offered load (multiples of the proxy's capacity)",
@@ -136,7 +138,7 @@ pub fn write_outputs(
         ideal.as_ref(),
     )?;
     line_chart(
-        &out.join(format!("{stem}-retrans.svg")),
+        &out.join(&plots[1]),
         &Axes {
             title: &format!("{title}: retransmission ratio"),
             x_label: "offered load (multiples of the proxy's capacity)",
@@ -165,10 +167,11 @@ pub fn write_outputs(
         })
         .collect();
     if native.is_empty() {
-        return Ok(());
+        return Ok(plots);
     }
+    plots.push(format!("{stem}-native.svg"));
     line_chart(
-        &out.join(format!("{stem}-native.svg")),
+        &out.join(&plots[2]),
         &Axes {
             title: &format!("{title}: proxies at native speed"),
             x_label: "offered load (calls/s)",
@@ -177,5 +180,26 @@ pub fn write_outputs(
         },
         &native,
         None,
-    )
+    )?;
+    Ok(plots)
+}
+
+/// `report.html` of a live sweep's folder: `plots` (file names in `out`), the summary
+/// table, `claims` and the other files [`write_outputs`] wrote; returns what to print.
+pub fn write_sweep_page(out: &Path, page: Page) -> Result<String, String> {
+    let mut page = page;
+    page.tables
+        .push(("Summary: one row per point".into(), "summary.csv".into()));
+    page.files.extend([
+        (
+            "points.jsonl".to_owned(),
+            "every point's results in full, one JSON object a line".to_owned(),
+        ),
+        (
+            "series.csv".to_owned(),
+            "per point, source and second: the callers' counts".to_owned(),
+        ),
+    ]);
+    write_page(out, &page)?;
+    Ok(format!("report: {}", out.join(FILE).display()))
 }

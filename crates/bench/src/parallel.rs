@@ -61,25 +61,40 @@ pub fn run_points_in_order(
     console: &dyn Console,
     emit: impl Fn(&RunPoint, &RunReport) + Sync,
 ) -> Vec<RunReport> {
-    // The next index to emit, and the finished reports waiting for it.
-    let waiting: Mutex<(usize, BTreeMap<usize, RunReport>)> = Mutex::new((0, BTreeMap::new()));
-    run_each(
+    run_in_order(
         points,
         jobs,
         |p| &p.scenario,
-        |i, report| {
-            let mut guard = waiting
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
-            let (next, ready) = &mut *guard;
-            ready.insert(i, report.clone());
-            while let Some(r) = ready.remove(next) {
-                emit(&points[*next], &r);
-                *next += 1;
-            }
-            console.advance();
+        console,
+        |i, r| {
+            emit(&points[i], r);
         },
     )
+}
+
+/// Runs `items` on `jobs` threads, handing each report with its index to `emit` in the
+/// items' order as soon as it and every earlier one are done, and advancing `console`.
+fn run_in_order<T: Sync>(
+    items: &[T],
+    jobs: usize,
+    scenario: impl Fn(&T) -> &Scenario + Sync,
+    console: &dyn Console,
+    emit: impl Fn(usize, &RunReport) + Sync,
+) -> Vec<RunReport> {
+    // The next index to emit, and the finished reports waiting for it.
+    let waiting: Mutex<(usize, BTreeMap<usize, RunReport>)> = Mutex::new((0, BTreeMap::new()));
+    run_each(items, jobs, scenario, |i, report| {
+        let mut guard = waiting
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let (next, ready) = &mut *guard;
+        ready.insert(i, report.clone());
+        while let Some(r) = ready.remove(next) {
+            emit(*next, &r);
+            *next += 1;
+        }
+        console.advance();
+    })
 }
 
 /// Runs scenarios on `jobs` threads.
@@ -89,7 +104,33 @@ pub fn run_scenarios(scenarios: &[Scenario], jobs: usize) -> Vec<RunReport> {
 
 /// Runs `scenarios` on every core; the first run's error, if any, is the result.
 pub fn simulate(scenarios: &[Scenario]) -> Result<Vec<RunReport>, String> {
-    let reports = run_scenarios(scenarios, cores());
+    first_error(run_scenarios(scenarios, cores()))
+}
+
+/// [`simulate`], handing each run's index and report to `emit` in the scenarios' order as
+/// the runs finish (so a table of them prints row by row), with `console`'s progress bar.
+pub fn simulate_in_order(
+    scenarios: &[Scenario],
+    console: &dyn Console,
+    emit: impl Fn(usize, &RunReport) + Sync,
+) -> Result<Vec<RunReport>, String> {
+    console.begin(scenarios.len() as u64);
+    let reports = run_in_order(
+        scenarios,
+        cores(),
+        |sc| sc,
+        console,
+        |i, r| {
+            if r.error.is_none() {
+                emit(i, r);
+            }
+        },
+    );
+    console.finish();
+    first_error(reports)
+}
+
+fn first_error(reports: Vec<RunReport>) -> Result<Vec<RunReport>, String> {
     match reports.iter().find_map(|r| r.error.clone()) {
         Some(err) => Err(format!("simulator: {err}")),
         None => Ok(reports),
@@ -117,5 +158,44 @@ mod tests {
         assert_eq!(json(&one), json(&three));
         // In order: the run offered 2x offered the most.
         assert!(one[1].offered_cps > one[2].offered_cps && one[2].offered_cps > one[0].offered_cps);
+    }
+
+    /// Collects what a run prints.
+    #[derive(Default)]
+    struct Lines(Mutex<Vec<String>>);
+
+    impl Console for Lines {
+        fn line(&self, text: &str) {
+            self.0.lock().unwrap().push(text.to_owned());
+        }
+    }
+
+    #[test]
+    fn simulated_rows_come_out_in_order_as_the_runs_finish() {
+        // The longest run first: on several threads the later ones finish before it, and
+        // still wait for it.
+        let scenarios: Vec<Scenario> = [12, 2, 2, 2]
+            .iter()
+            .enumerate()
+            .map(|(i, duration)| {
+                toml::from_str(&format!(
+                    "duration_s = {duration}\nwarmup_s = 1\noffered_load = {}\n",
+                    0.5 + i as f64
+                ))
+                .unwrap()
+            })
+            .collect();
+        let console = Lines::default();
+        let reports = simulate_in_order(&scenarios, &console, |i, r| {
+            console.line(&format!("{i} {}", r.calls_offered));
+        })
+        .unwrap();
+        let printed = console.0.into_inner().unwrap();
+        let expected: Vec<String> = reports
+            .iter()
+            .enumerate()
+            .map(|(i, r)| format!("{i} {}", r.calls_offered))
+            .collect();
+        assert_eq!(printed, expected);
     }
 }

@@ -15,6 +15,7 @@ use std::time::Duration;
 use serde::Serialize;
 use sluice_load::shell::{self, Run, Stop};
 use sluice_load::{Schedule, UacConfig, UasConfig};
+use sluice_report::html::{write_page, Page};
 
 use crate::console::{note, say, Console};
 use crate::process::{
@@ -537,6 +538,29 @@ pub fn bench_proxy(args: &ProxyBench, console: &dyn Console) -> Result<(), Strin
             );
         }
         fs::write(dir.join("bench_proxy.csv"), csv).map_err(|e| e.to_string())?;
+        let notes = results
+            .iter()
+            .map(|r| match r.max_clean_rate {
+                Some(rate) => format!(
+                    "{} sustains {rate:.0} calls/s with no failed call and no retransmission.",
+                    r.proxy
+                ),
+                None => format!("{} failed already at {:.0} calls/s.", r.proxy, args.start),
+            })
+            .collect();
+        write_page(
+            dir,
+            &Page {
+                title: "A proxy's highest clean call rate".into(),
+                name: "bench-proxy".into(),
+                source: "live: UAC -> the proxy -> UAS on loopback".into(),
+                expectation: "The offered rate steps up until a step has a failed call or a retransmission; the last clean step is the proxy's highest clean call rate.".into(),
+                notes,
+                tables: vec![("Every rate step".into(), "bench_proxy.csv".into())],
+                files: vec![("bench_proxy.json".into(), "every step in full".into())],
+                ..Page::default()
+            },
+        )?;
     }
     Ok(())
 }

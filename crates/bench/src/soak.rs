@@ -48,6 +48,7 @@ use sluice_load::shell::{self, Stop};
 use sluice_load::{Counts, Hold, Spacing, UacConfig, UasCounts};
 use sluice_proxy::ProxyConfig;
 use sluice_report::files::{create_dir, file_stem, replace, write};
+use sluice_report::html::{write_page, ClaimRow, Page};
 use sluice_report::plot::{stacked_charts, Axes, Panel, Series};
 use sluice_sim::ArrivalProcess;
 
@@ -386,13 +387,31 @@ pub fn bench_soak(args: &SoakConfig, console: &dyn Console) -> Result<(), String
     let text = verdict_text(&verdict, &plan, args);
     write(&plan.out.join("verdict.txt"), &text)?;
     plot(&plan.out.join("soak.svg"), &rows, &names, &verdict, args)?;
+    write_page(
+        &plan.out,
+        &Page {
+            title: format!("Soak: {} at {}x capacity", args.control, args.load),
+            name: format!("soak-{}", args.control),
+            source: format!("live: {topology} on loopback"),
+            expectation: format!(
+                "At a fixed overload the control holds goodput steady and its proxies' memory flat for the whole run: goodput per interval within ±{:.0} % of the counted intervals' mean, each proxy's resident memory within ±{:.0} % of its mean.",
+                GOODPUT_TOLERANCE * 100.0,
+                RSS_TOLERANCE * 100.0
+            ),
+            notes: text.lines().take(2).map(str::to_owned).collect(),
+            plots: vec!["soak.svg".into()],
+            claims: verdict_claims(&verdict),
+            tables: vec![("Every interval".into(), "soak.csv".into())],
+            files: vec![("verdict.txt".into(), "the verdict as printed".into())],
+        },
+    )?;
     console.line("");
     for line in text.lines() {
         console.line(line);
     }
     say!(
         console,
-        "written: {} (soak.csv, soak.svg, verdict.txt, proxy-*.toml, proxy-*.log)",
+        "written: {} (report.html, soak.csv, soak.svg, verdict.txt, proxy-*.toml, proxy-*.log)",
         plan.out.display()
     );
     Ok(())
@@ -893,6 +912,39 @@ fn verdict_text(v: &Verdict, plan: &Plan, args: &SoakConfig) -> String {
     }
     let _ = writeln!(t, "verdict: {}", pass_fail(v.pass()));
     t
+}
+
+/// The verdict's claims as the report shows them.
+fn verdict_claims(v: &Verdict) -> Vec<ClaimRow> {
+    let pct = |x: f64, mean: f64| 100.0 * (x - mean) / mean;
+    let spread = |s: Option<Spread>, unit: &str| {
+        s.map_or("not measured in every counted interval".to_owned(), |s| {
+            format!(
+                "mean {:.1} {unit}, min {:+.1} %, max {:+.1} %",
+                s.mean,
+                pct(s.min, s.mean),
+                pct(s.max, s.mean)
+            )
+        })
+    };
+    let mut claims = vec![ClaimRow {
+        claim: "goodput steady over the counted intervals".into(),
+        subject: "goodput".into(),
+        required: format!("within ±{:.0} % of the mean", GOODPUT_TOLERANCE * 100.0),
+        measured: spread(v.goodput, "calls/s"),
+        pass: v.counted.is_some() && v.goodput_pass(),
+    }];
+    for (name, s, trend) in &v.rss {
+        let trend = trend.map_or(String::new(), |t| format!(", trend {t:+.3} MiB/min"));
+        claims.push(ClaimRow {
+            claim: "resident memory flat over the counted intervals".into(),
+            subject: name.clone(),
+            required: format!("within ±{:.0} % of the mean", RSS_TOLERANCE * 100.0),
+            measured: format!("{}{trend}", spread(*s, "MiB")),
+            pass: v.counted.is_some() && s.is_some_and(|s| s.within(RSS_TOLERANCE)),
+        });
+    }
+    claims
 }
 
 /// Goodput per interval above (with the counted intervals' mean dashed), each proxy's

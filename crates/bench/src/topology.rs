@@ -105,6 +105,7 @@ use sluice_load::shell;
 use sluice_load::{Counts, Hold, SecondRow, Spacing, UacConfig, UacSummary};
 use sluice_proxy::{ProxyConfig, ProxyReport};
 use sluice_report::files::{csv_field, write};
+use sluice_report::html::{ClaimRow, Page};
 use sluice_report::plot::{line_chart, Axes, Series};
 use sluice_sim::experiment::{Experiment, Kind, Overrides};
 use sluice_sim::{ArrivalProcess, RunReport, Scenario, SourceConfig};
@@ -112,8 +113,8 @@ use sluice_sim::{ArrivalProcess, RunReport, Scenario, SourceConfig};
 use crate::config::{Caller, OverloadConfig, ALL_VARIANTS};
 use crate::console::{say, Console};
 use crate::dynamic::{self, Dynamic};
-use crate::output::{write_outputs, written_line};
-use crate::parallel::simulate;
+use crate::output::{write_outputs, write_sweep_page, written_line};
+use crate::parallel::simulate_in_order;
 use crate::point::{max_opt, ms, PointResult, Timing};
 use crate::process::{load_average, start_sluice_on, start_uas_on, Running};
 use crate::proxy_config::emulated_capacity;
@@ -1001,12 +1002,14 @@ pub fn bench(args: &OverloadConfig, console: &dyn Console) -> Result<(), String>
         }
     }
     console.finish();
-    write_outputs(&args.out, &plan.name, &plan.title, &points, None)?;
+    let mut plots = write_outputs(&args.out, &plan.name, &plan.title, &points, None)?;
     say!(
         console,
         "{}",
         written_line(points.len(), started.elapsed(), &args.out, &plan.name)
     );
+    let mut claims = Vec::new();
+    let mut tables = Vec::new();
     if let Some(d) = &plan.dynamic {
         let runs: Vec<(&PointResult, Fairness)> = points
             .iter()
@@ -1014,6 +1017,11 @@ pub fn bench(args: &OverloadConfig, console: &dyn Console) -> Result<(), String>
             .map(|(p, v)| (p, v.scenario.re.control.fairness))
             .collect();
         let missed = dynamic::report(&args.out, &plan.name, d, &runs, console)?;
+        plots.extend(
+            points
+                .iter()
+                .map(|p| dynamic::plot_name(&plan.name, &p.variant)),
+        );
         say!(
             console,
             "\n{missed} overloaded phase(s) with a source more than {} from its promised share; phases.csv and one SVG per variant in {}",
@@ -1030,9 +1038,70 @@ pub fn bench(args: &OverloadConfig, console: &dyn Console) -> Result<(), String>
             &runs,
             console,
         )?;
+        tables.push((
+            "Goodput share per source and phase, live".to_owned(),
+            "phases.csv".to_owned(),
+        ));
+        tables.push((
+            "Shares per overloaded phase, live and simulated".to_owned(),
+            "phases-sim.csv".to_owned(),
+        ));
     } else if let Some(e) = &plan.experiment {
-        compare_sweep_with_simulator(args, e, &plan, &loads, timing, &points, console)?;
+        let rows = compare_sweep_with_simulator(args, e, &plan, &loads, timing, &points, console)?;
+        plots.push("live-vs-sim.svg".into());
+        claims = rows
+            .iter()
+            .map(|c| ClaimRow {
+                claim: "live goodput (the 180 counted, as the simulator does) as simulated".into(),
+                subject: format!("{} at {}x", c.variant, c.x),
+                required: format!("|live - sim| <= {TOLERANCE}"),
+                measured: format!(
+                    "live {:.3}, sim {:.3}, |diff| {:.3}",
+                    c.live,
+                    c.sim.goodput,
+                    c.diff()
+                ),
+                pass: c.pass(),
+            })
+            .collect();
+        tables.push((
+            "Live against simulated, point by point".to_owned(),
+            "comparison.csv".to_owned(),
+        ));
     }
+    let experiment = plan.experiment.as_ref();
+    let report = write_sweep_page(
+        &args.out,
+        Page {
+            title: plan.title.clone(),
+            name: plan.name.clone(),
+            source: experiment.map_or_else(
+                || "live hop-by-hop topology on loopback".to_owned(),
+                |e| {
+                    let mut s = "live hop-by-hop topology on loopback, beside the simulator".to_owned();
+                    for part in [&e.paper, &e.figure] {
+                        if !part.is_empty() {
+                            s.push_str(", ");
+                            s.push_str(part);
+                        }
+                    }
+                    s
+                },
+            ),
+            expectation: experiment.map(|e| e.expectation.clone()).unwrap_or_default(),
+            notes: vec![format!(
+                "{sources} UACs -> {sources} SEs -> RE; {} variant(s) at {} load(s), {} s of arrivals a point.",
+                plan.variants.len(),
+                loads.len(),
+                timing.duration
+            )],
+            plots,
+            claims,
+            tables,
+            files: Vec::new(),
+        },
+    )?;
+    console.line(&report);
     Ok(())
 }
 
@@ -1105,7 +1174,8 @@ pub fn comparison_csv(rows: &[Comparison]) -> String {
 }
 
 /// Runs the experiment's variants in the simulator at the live loads and capacity, and
-/// reports |live - sim| per point; draws both curves on `live-vs-sim.svg`.
+/// reports |live - sim| per point as each simulation ends; draws both curves on
+/// `live-vs-sim.svg` and returns the compared points.
 ///
 /// By default the simulator measures the live point's window (same duration and warm-up):
 /// a control whose start-up transient outlasts the warm-up (rate-occ with its 200 ms
@@ -1119,7 +1189,7 @@ fn compare_sweep_with_simulator(
     timing: Timing,
     live: &[PointResult],
     console: &dyn Console,
-) -> Result<(), String> {
+) -> Result<Vec<Comparison>, String> {
     let (sim_duration, sim_warmup) = match args.sim_duration {
         Some(d) => (d, d / 5.0),
         None => (timing.duration, timing.warmup),
@@ -1150,19 +1220,6 @@ fn compare_sweep_with_simulator(
         e.name,
         args.capacity
     );
-    let started = Instant::now();
-    let reports = simulate(&scenarios)?;
-    say!(
-        console,
-        "simulated in {:.0} s",
-        started.elapsed().as_secs_f64()
-    );
-    let sim: Vec<(&str, f64, RunReport)> = runs
-        .iter()
-        .zip(reports)
-        .map(|(&(label, x), r)| (label, x, r))
-        .collect();
-    let rows = compare(&sim, live);
     let w = label_width(plan);
     say!(
         console,
@@ -1174,18 +1231,34 @@ fn compare_sweep_with_simulator(
         "|diff|",
         "ok"
     );
-    for c in &rows {
-        say!(
-            console,
-            "{:<w$} {:>5} {:>8.3} {:>8.3} {:>8.3} {:>5}",
-            c.variant,
-            c.x,
-            c.live,
-            c.sim.goodput,
-            c.diff(),
-            if c.pass() { "pass" } else { "FAIL" }
-        );
-    }
+    let started = Instant::now();
+    // Each row as soon as its simulation (and every one before it) is done.
+    let reports = simulate_in_order(&scenarios, console, |i, r| {
+        let (label, x) = runs[i];
+        for c in compare(&[(label, x, r.clone())], live) {
+            say!(
+                console,
+                "{:<w$} {:>5} {:>8.3} {:>8.3} {:>8.3} {:>5}",
+                c.variant,
+                c.x,
+                c.live,
+                c.sim.goodput,
+                c.diff(),
+                if c.pass() { "pass" } else { "FAIL" }
+            );
+        }
+    })?;
+    say!(
+        console,
+        "simulated in {:.0} s",
+        started.elapsed().as_secs_f64()
+    );
+    let sim: Vec<(&str, f64, RunReport)> = runs
+        .iter()
+        .zip(reports)
+        .map(|(&(label, x), r)| (label, x, r))
+        .collect();
+    let rows = compare(&sim, live);
     // Runs without a live point count as within the tolerance.
     let failed = rows.iter().filter(|c| !c.pass()).count();
     say!(
@@ -1222,7 +1295,8 @@ fn compare_sweep_with_simulator(
         },
         &curves,
         Some(&ideal),
-    )
+    )?;
+    Ok(rows)
 }
 
 #[cfg(test)]

@@ -79,6 +79,13 @@ fn win_disc_feedback_holds_goodput_near_capacity_at_four_times_capacity_through_
 
     let series = std::fs::read_to_string(out.join("series.csv")).unwrap();
     assert!(series.starts_with("variant,x,source,time_s,"), "{series}");
+    let report = std::fs::read_to_string(out.join("report.html")).unwrap();
+    assert_eq!(
+        report.matches("<img src=").count(),
+        2,
+        "goodput and retransmissions: {report}"
+    );
+    assert!(report.contains("summary.csv</a>, 1 row"), "{report}");
     for source in ["UA1", "UA2"] {
         assert!(
             series

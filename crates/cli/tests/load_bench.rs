@@ -33,6 +33,12 @@ fn bench(proxy: &str, tag: &str) -> serde_json::Value {
         3,
         "header and one row per step:\n{csv}"
     );
+    let report = std::fs::read_to_string(dir.join("report.html")).unwrap();
+    assert!(report.contains("bench_proxy.csv</a>, 2 rows"), "{report}");
+    assert!(
+        report.contains(&format!("<p>{proxy} sustains 400 calls/s")),
+        "{report}"
+    );
     let _ = std::fs::remove_dir_all(&dir);
     json
 }

@@ -75,6 +75,12 @@ fn at_four_times_capacity_pi_holds_goodput_where_no_control_collapses() {
          calls_offered,calls_good,re_queue_mean,re_dropped,"
     ));
     assert!(out.join("live-local.svg").is_file());
+    // The report shows the plots written and a summary row per point.
+    let report = std::fs::read_to_string(out.join("report.html")).unwrap();
+    for img in ["live-local.svg", "live-local-retrans.svg"] {
+        assert!(report.contains(&format!("<img src=\"{img}\"")), "{report}");
+    }
+    assert!(report.contains("summary.csv</a>, 2 rows"), "{report}");
     assert!(stdout.contains("beta: emulated 8.00"), "{stdout}");
     let goodput = column(&out, "goodput");
     let of = |v: &str| goodput.iter().find(|g| g.0 == v).unwrap().2;
@@ -115,6 +121,8 @@ fn demo_prints_its_table_and_writes_the_plot() {
         );
     }
     assert!(out.join("demo.svg").is_file());
+    let report = std::fs::read_to_string(out.join("report.html")).unwrap();
+    assert!(report.contains("<img src=\"demo.svg\""), "{report}");
     assert_eq!(column(&out, "goodput").len(), 6);
     let _ = std::fs::remove_dir_all(&out);
 }

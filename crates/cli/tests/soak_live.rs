@@ -69,6 +69,18 @@ fn short_soak(control: &str, proxies: &[&str]) -> f64 {
         "{verdict}"
     );
     assert!(out.join("soak.svg").is_file());
+    // The report judges the verdict's claims: goodput, then each proxy's memory.
+    let report = std::fs::read_to_string(out.join("report.html")).unwrap();
+    assert!(report.contains("<img src=\"soak.svg\""), "{report}");
+    assert_eq!(report.matches("<td>goodput steady").count(), 1, "{report}");
+    for p in proxies {
+        assert!(
+            report.contains(&format!(
+                "<td>resident memory flat over the counted intervals</td><td>{p}</td>"
+            )),
+            "{p}: {report}"
+        );
+    }
 
     let (header, rows) = csv(&out);
     let at = |name: &str| {

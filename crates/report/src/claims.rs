@@ -24,6 +24,7 @@ use sluice_sim::experiment::{Experiment, RunPoint};
 use sluice_sim::RunReport;
 
 use crate::files::{csv_field, write};
+use crate::html::ClaimRow;
 use crate::plot::{line_chart, Axes, Series};
 
 /// Below this share of capacity a control must do no harm (unless it targets less CPU).
@@ -57,6 +58,24 @@ impl Claim {
             Claim::NoDelay => "no-delay",
             Claim::Overload => "overload",
             Claim::AnswersAdmitted => "answers-admitted",
+        }
+    }
+
+    /// What the claim says, in words.
+    pub fn statement(self) -> String {
+        match self {
+            Claim::NoHarm => format!(
+                "no-harm: below {NO_HARM_BELOW}x capacity (below C_T for a control that holds the CPU at C_T), goodput at least {NO_HARM_SHARE} of no control's"
+            ),
+            Claim::NoDelay => format!(
+                "no-delay: there, setup delay p50 at most {NO_DELAY_MS} ms above no control's"
+            ),
+            Claim::Overload => format!(
+                "overload: from 1x, goodput at least {OVERLOAD_LOSSLESS} of capacity ({OVERLOAD_LOSSY} over lossy links); for a local control that share of g_opt(r)"
+            ),
+            Claim::AnswersAdmitted => {
+                "answers-admitted: every INVITE a proxy admitted got a final response".to_owned()
+            }
         }
     }
 }
@@ -206,6 +225,31 @@ pub fn evaluate(e: &Experiment, reports: &[RunReport]) -> Result<Vec<ClaimResult
     Ok(out)
 }
 
+/// The claims as the report shows them: one row per variant and claim, holding when it
+/// holds on every topology it was judged on (claims judged on none are left out).
+pub fn claim_rows(results: &[ClaimResult]) -> Vec<ClaimRow> {
+    results
+        .iter()
+        .filter_map(|c| {
+            let worst = c.verdicts.first()?;
+            Some(ClaimRow {
+                claim: c.claim.statement(),
+                subject: c.variant.clone(),
+                required: format!("on all {} topologies", c.verdicts.len()),
+                measured: format!(
+                    "holds on {} of {}; worst: {:.4} against {:.4} (topology {})",
+                    c.holding(),
+                    c.verdicts.len(),
+                    worst.value,
+                    worst.required,
+                    worst.topology
+                ),
+                pass: c.holding() == c.verdicts.len(),
+            })
+        })
+        .collect()
+}
+
 /// Worst cases kept per variant and claim in `worst.csv`.
 pub const WORST_KEPT: usize = 3;
 
@@ -254,8 +298,13 @@ fn plotted(claim: Claim, v: &Verdict) -> Option<f64> {
 
 /// `claims.csv` (a row per variant and claim), `worst.csv` (the worst topologies of each,
 /// with what they were) and one plot per claim: each variant's verdicts sorted worst
-/// first ([`plotted`]).
-pub fn write_claims(out: &Path, e: &Experiment, results: &[ClaimResult]) -> Result<(), String> {
+/// first ([`plotted`]); returns the plots' file names.
+pub fn write_claims(
+    out: &Path,
+    e: &Experiment,
+    results: &[ClaimResult],
+) -> Result<Vec<String>, String> {
+    let mut plots = Vec::new();
     let mut claims = String::from(
         "variant,algorithm,claim,topologies,holding,share_holding,worst_topology,worst_value,worst_required\n",
     );
@@ -342,12 +391,9 @@ pub fn write_claims(out: &Path, e: &Experiment, results: &[ClaimResult]) -> Resu
             y_label,
             y_max: 0.0,
         };
-        line_chart(
-            &out.join(format!("{}-{}.svg", e.name, claim.name())),
-            &axes,
-            &series,
-            None,
-        )?;
+        let name = format!("{}-{}.svg", e.name, claim.name());
+        line_chart(&out.join(&name), &axes, &series, None)?;
+        plots.push(name);
     }
-    Ok(())
+    Ok(plots)
 }

@@ -10,7 +10,9 @@ use sluice_sim::experiment::{Experiment, Kind, RunPoint};
 use sluice_sim::RunReport;
 
 use crate::files::{create_dir, csv_field, file_stem, write};
-use crate::plot::{line_chart, Axes, Series};
+use crate::html::{write_page, ClaimRow, Page};
+use crate::plot::{line_chart, line_chart_with_intervals, Axes, Interval, Series};
+use crate::stats::MeanCi;
 
 /// Writes every output file of `e`'s run into `out` (created if needed); `reports` are in
 /// the order of `e.points`.
@@ -29,11 +31,116 @@ pub fn write_all(out: &Path, e: &Experiment, reports: &[RunReport]) -> Result<()
     if e.kind == Kind::Dynamic {
         write_timeseries(out, e, reports)?;
     }
+    let mut plots = Vec::new();
+    let mut claims = Vec::new();
     if e.kind == Kind::Sample {
         let results = crate::claims::evaluate(e, reports)?;
-        return crate::claims::write_claims(out, e, &results);
+        plots = crate::claims::write_claims(out, e, &results)?;
+        claims = crate::claims::claim_rows(&results);
+    } else {
+        draw(out, e, reports, &mut plots)?;
     }
-    draw(out, e, reports)
+    write_page(out, &page(e, plots, claims))
+}
+
+/// `report.html` of the experiment's output folder.
+fn page(e: &Experiment, plots: Vec<String>, claims: Vec<ClaimRow>) -> Page {
+    let source = [e.paper.as_str(), e.figure.as_str()]
+        .into_iter()
+        .filter(|s| !s.is_empty())
+        .collect::<Vec<_>>()
+        .join(", ");
+    let mut xs: Vec<f64> = e.points.iter().map(|p| p.x).collect();
+    xs.sort_by(f64::total_cmp);
+    xs.dedup();
+    let seeds = seeds_per_point(e);
+    let first = e.points.first().map(|p| &p.scenario);
+    let timing = first.map_or(String::new(), |s| {
+        if s.warmup_s > 0.0 {
+            format!(
+                "; {} simulated seconds each, the first {} left out as warm-up",
+                s.duration_s, s.warmup_s
+            )
+        } else {
+            format!("; {} simulated seconds each, no warm-up", s.duration_s)
+        }
+    });
+    let what = match e.kind {
+        Kind::Sample => format!(
+            "{} runs: {} variants on {} sampled topologies{timing}.",
+            e.points.len(),
+            e.variants.len(),
+            xs.len()
+        ),
+        Kind::Dynamic => format!(
+            "{} runs: {} variants, {seeds} seed(s){timing}.",
+            e.points.len(),
+            e.variants.len()
+        ),
+        Kind::Sweep => format!(
+            "{} runs: {} variants at {} values of {}, {seeds} seed(s) each{timing}.",
+            e.points.len(),
+            e.variants.len(),
+            xs.len(),
+            e.x_name
+        ),
+    };
+    let mut notes = vec![what];
+    if seeds > 1 && e.kind != Kind::Sample {
+        notes.push(format!(
+            "Curves are the means over the {seeds} seeds; the shaded bands (and error bars, \
+             where the points are few) are the 95 % confidence intervals of those means \
+             (Student's t, {} degree{} of freedom; cut at 0).",
+            seeds - 1,
+            if seeds == 2 { "" } else { "s" }
+        ));
+    }
+    let mut files = vec![(
+        "runs.jsonl".to_owned(),
+        "every run's report in full, one JSON object a line".to_owned(),
+    )];
+    let tables = match e.kind {
+        Kind::Sample => {
+            files.push(("summary.csv".into(), "one row per run".into()));
+            files.push((
+                "topologies.csv".into(),
+                "what was drawn for each topology".into(),
+            ));
+            vec![
+                ("Claims per variant".to_owned(), "claims.csv".to_owned()),
+                (
+                    "Worst topologies per claim".to_owned(),
+                    "worst.csv".to_owned(),
+                ),
+            ]
+        }
+        Kind::Dynamic => {
+            files.push((
+                "timeseries/".into(),
+                "per run, second by second: goodput and offered load per source, queue, occupancy"
+                    .into(),
+            ));
+            vec![(
+                "Summary: one row per run".to_owned(),
+                "summary.csv".to_owned(),
+            )]
+        }
+        Kind::Sweep => vec![(
+            "Summary: one row per run".to_owned(),
+            "summary.csv".to_owned(),
+        )],
+    };
+    Page {
+        title: e.title.clone(),
+        name: e.name.clone(),
+        source,
+        expectation: e.expectation.clone(),
+        notes,
+        plots,
+        claims,
+        tables,
+        files,
+    }
 }
 
 /// One row per run. Floats have fixed precision so identical runs give identical files.
@@ -114,42 +221,74 @@ fn write_timeseries(out: &Path, e: &Experiment, reports: &[RunReport]) -> Result
     Ok(())
 }
 
-/// Mean over seeds of (x, y) per variant, in the sweep's load order.
+/// Per variant, in the sweep's load order: the mean over seeds of `y` at each x, and the
+/// 95 % confidence interval of that mean (none with a single seed). Every quantity plotted
+/// is a count or a share, never negative, so an interval is cut at 0.
 fn sweep_series(
     e: &Experiment,
     reports: &[RunReport],
     y: impl Fn(&RunReport) -> f64,
-) -> Vec<Series> {
+) -> (Vec<Series>, Vec<Vec<Interval>>) {
     e.variants
         .iter()
         .map(|v| {
-            let mut points: Vec<(f64, f64, usize)> = Vec::new();
+            let mut samples: Vec<(f64, Vec<f64>)> = Vec::new();
             for (p, r) in e
                 .points
                 .iter()
                 .zip(reports)
                 .filter(|(p, _)| &p.variant == v)
             {
-                match points.iter_mut().find(|q| (q.0 - p.x).abs() < 1e-12) {
-                    Some(q) => {
-                        q.1 += y(r);
-                        q.2 += 1;
-                    }
-                    None => points.push((p.x, y(r), 1)),
+                match samples.iter_mut().find(|q| (q.0 - p.x).abs() < 1e-12) {
+                    Some(q) => q.1.push(y(r)),
+                    None => samples.push((p.x, vec![y(r)])),
                 }
             }
-            Series {
+            let cis: Vec<(f64, MeanCi)> =
+                samples.iter().map(|(x, ys)| (*x, MeanCi::of(ys))).collect();
+            let series = Series {
                 label: v.clone(),
-                points: points
-                    .into_iter()
-                    .map(|(x, s, n)| (x, s / n as f64))
-                    .collect(),
-            }
+                points: cis.iter().map(|(x, ci)| (*x, ci.mean)).collect(),
+            };
+            let intervals = cis
+                .iter()
+                .filter(|(_, ci)| ci.half_width.is_finite())
+                .map(|(x, ci)| Interval {
+                    x: *x,
+                    low: ci.low().max(0.0),
+                    high: ci.high(),
+                })
+                .collect();
+            (series, intervals)
         })
-        .collect()
+        .unzip()
 }
 
-fn draw(out: &Path, e: &Experiment, reports: &[RunReport]) -> Result<(), String> {
+/// The number of seeds each point of `e` ran with (the most any point had).
+fn seeds_per_point(e: &Experiment) -> usize {
+    let mut seeds: Vec<u64> = e.points.iter().map(|p| p.seed).collect();
+    seeds.sort_unstable();
+    seeds.dedup();
+    seeds.len()
+}
+
+/// What a chart's title adds when its curves are means over seeds.
+fn over_seeds(seeds: usize) -> String {
+    if seeds > 1 {
+        format!(" (mean of {seeds} seeds, 95 % CI)")
+    } else {
+        String::new()
+    }
+}
+
+/// Draws the plots of `e`, adding each file's name to `plots` in the order a reader
+/// should see them.
+fn draw(
+    out: &Path,
+    e: &Experiment,
+    reports: &[RunReport],
+    plots: &mut Vec<String>,
+) -> Result<(), String> {
     let title = if e.figure.is_empty() {
         e.title.clone()
     } else {
@@ -157,7 +296,8 @@ fn draw(out: &Path, e: &Experiment, reports: &[RunReport]) -> Result<(), String>
     };
     match e.kind {
         Kind::Sweep => {
-            let goodput = sweep_series(e, reports, |r| r.goodput);
+            let title = format!("{title}{}", over_seeds(seeds_per_point(e)));
+            let (goodput, goodput_ci) = sweep_series(e, reports, |r| r.goodput);
             let x_max = e.points.iter().map(|p| p.x).fold(0.0, f64::max);
             let ideal = Series {
                 label: "theoretical maximum".into(),
@@ -174,85 +314,177 @@ fn draw(out: &Path, e: &Experiment, reports: &[RunReport]) -> Result<(), String>
                 None => ideal,
             };
             let ideal = (e.plot.ideal_line && e.x_name == "offered_load").then_some(&ideal);
-            line_chart(&out.join(format!("{}.svg", e.name)), &axes, &goodput, ideal)?;
-            let delay = sweep_series(e, reports, |r| r.setup_delay_p99_ms);
+            let mut plot = |name: String,
+                            axes: &Axes<'_>,
+                            (series, intervals): (Vec<Series>, Vec<Vec<Interval>>),
+                            reference: Option<&Series>|
+             -> Result<(), String> {
+                line_chart_with_intervals(&out.join(&name), axes, &series, &intervals, reference)?;
+                plots.push(name);
+                Ok(())
+            };
+            plot(
+                format!("{}.svg", e.name),
+                &axes,
+                (goodput, goodput_ci),
+                ideal,
+            )?;
             let axes = Axes {
                 title: &title,
                 x_label: &e.plot.x_label,
                 y_label: "Session setup delay p99 (ms)",
                 y_max: 0.0,
             };
-            line_chart(
-                &out.join(format!("{}-setup-delay.svg", e.name)),
+            plot(
+                format!("{}-setup-delay.svg", e.name),
                 &axes,
-                &delay,
+                sweep_series(e, reports, |r| r.setup_delay_p99_ms),
                 None,
             )?;
-            let retrans = sweep_series(e, reports, |r| r.retrans_ratio);
             let axes = Axes {
                 title: &title,
                 x_label: &e.plot.x_label,
                 y_label: "Retransmitted share of RE arrivals",
                 y_max: 0.0,
             };
-            line_chart(
-                &out.join(format!("{}-retransmissions.svg", e.name)),
+            plot(
+                format!("{}-retransmissions.svg", e.name),
                 &axes,
-                &retrans,
+                sweep_series(e, reports, |r| r.retrans_ratio),
                 None,
             )
         }
         Kind::Sample => Ok(()),
         Kind::Dynamic => {
-            for (p, r) in e.points.iter().zip(reports) {
-                let Some(ts) = &r.timeseries else { continue };
-                let cap = r.capacity_cps.max(1e-9);
-                let per_second = |f: &dyn Fn(&sluice_sim::SeriesPoint) -> f64| -> Vec<(f64, f64)> {
-                    smooth(
-                        &ts.points
-                            .iter()
-                            .map(|pt| (pt.t_s, f(pt) / cap))
-                            .collect::<Vec<_>>(),
-                        SMOOTHING_S,
-                    )
-                };
-                let mut series: Vec<Series> = r
-                    .per_source
+            let figure = if e.figure.is_empty() {
+                e.name.as_str()
+            } else {
+                e.figure.as_str()
+            };
+            let y_max = e.plot.y_max;
+            // With several seeds, each variant's mean over them leads its per-seed plots.
+            for v in &e.variants {
+                let runs: Vec<Vec<Series>> = e
+                    .points
                     .iter()
-                    .enumerate()
-                    .map(|(i, s)| Series {
-                        label: s.name.clone(),
-                        points: per_second(&|pt| pt.goodput_cps.get(i).copied().unwrap_or(0.0)),
-                    })
+                    .zip(reports)
+                    .filter(|(p, _)| &p.variant == v)
+                    .filter_map(|(_, r)| goodput_over_time(r))
                     .collect();
-                series.push(Series {
-                    label: "total".into(),
-                    points: per_second(&|pt| pt.goodput_cps.iter().sum::<f64>()),
-                });
-                let figure = if e.figure.is_empty() {
-                    e.name.as_str()
-                } else {
-                    e.figure.as_str()
+                if runs.len() < 2 {
+                    continue;
+                }
+                let (series, intervals) = mean_over_runs(&runs);
+                let t = format!(
+                    "{figure}: {v} ({SMOOTHING_S:.0} s moving average, mean of {} seeds, 95 % CI)",
+                    runs.len()
+                );
+                let name = format!("{}-{}-mean.svg", e.name, file_stem(v));
+                line_chart_with_intervals(
+                    &out.join(&name),
+                    &goodput_axes(&t, y_max),
+                    &series,
+                    &intervals,
+                    None,
+                )?;
+                plots.push(name);
+            }
+            for (p, r) in e.points.iter().zip(reports) {
+                let (Some(ts), Some(series)) = (&r.timeseries, goodput_over_time(r)) else {
+                    continue;
                 };
                 let t = format!(
                     "{figure}: {} ({SMOOTHING_S:.0} s moving average)",
                     p.variant
                 );
-                let axes = Axes {
-                    title: &t,
-                    x_label: "Time (s)",
-                    y_label: "Goodput (normalised to capacity)",
-                    y_max: e.plot.y_max,
-                };
                 let name = format!("{}-{}-seed{}.svg", e.name, file_stem(&p.variant), p.seed);
-                line_chart(&out.join(name), &axes, &series, None)?;
+                line_chart(&out.join(&name), &goodput_axes(&t, y_max), &series, None)?;
+                plots.push(name);
                 if e.plot.dynamics {
-                    draw_dynamics(out, e, p, ts, figure)?;
+                    plots.extend(draw_dynamics(out, e, p, ts, figure)?);
                 }
             }
             Ok(())
         }
     }
+}
+
+/// The axes of a dynamic run's goodput over time.
+fn goodput_axes(title: &str, y_max: f64) -> Axes<'_> {
+    Axes {
+        title,
+        x_label: "Time (s)",
+        y_label: "Goodput (normalised to capacity)",
+        y_max,
+    }
+}
+
+/// A dynamic run's goodput per source and in total over time, normalised to capacity and
+/// smoothed over [`SMOOTHING_S`]; `None` for a run without a time series.
+fn goodput_over_time(r: &RunReport) -> Option<Vec<Series>> {
+    let ts = r.timeseries.as_ref()?;
+    let cap = r.capacity_cps.max(1e-9);
+    let per_second = |f: &dyn Fn(&sluice_sim::SeriesPoint) -> f64| -> Vec<(f64, f64)> {
+        smooth(
+            &ts.points
+                .iter()
+                .map(|pt| (pt.t_s, f(pt) / cap))
+                .collect::<Vec<_>>(),
+            SMOOTHING_S,
+        )
+    };
+    let mut series: Vec<Series> = r
+        .per_source
+        .iter()
+        .enumerate()
+        .map(|(i, s)| Series {
+            label: s.name.clone(),
+            points: per_second(&|pt| pt.goodput_cps.get(i).copied().unwrap_or(0.0)),
+        })
+        .collect();
+    series.push(Series {
+        label: "total".into(),
+        points: per_second(&|pt| pt.goodput_cps.iter().sum::<f64>()),
+    });
+    Some(series)
+}
+
+/// The mean of the same curves of several runs, second by second, with its 95 %
+/// confidence interval (cut at 0: goodput is never negative); as long as the shortest run.
+fn mean_over_runs(runs: &[Vec<Series>]) -> (Vec<Series>, Vec<Vec<Interval>>) {
+    let Some(first) = runs.first() else {
+        return (Vec::new(), Vec::new());
+    };
+    first
+        .iter()
+        .enumerate()
+        .map(|(k, curve)| {
+            let len = runs
+                .iter()
+                .map(|run| run.get(k).map_or(0, |s| s.points.len()))
+                .min()
+                .unwrap_or(0);
+            let cis: Vec<(f64, MeanCi)> = (0..len)
+                .map(|i| {
+                    let ys: Vec<f64> = runs.iter().map(|run| run[k].points[i].1).collect();
+                    (curve.points[i].0, MeanCi::of(&ys))
+                })
+                .collect();
+            (
+                Series {
+                    label: curve.label.clone(),
+                    points: cis.iter().map(|(x, ci)| (*x, ci.mean)).collect(),
+                },
+                cis.iter()
+                    .map(|(x, ci)| Interval {
+                        x: *x,
+                        low: ci.low().max(0.0),
+                        high: ci.high(),
+                    })
+                    .collect(),
+            )
+        })
+        .unzip()
 }
 
 /// The RE's dynamics of one run, as De Cicco et al.'s Figure 9: CPU load, accept ratio and
@@ -264,7 +496,7 @@ fn draw_dynamics(
     p: &RunPoint,
     ts: &sluice_sim::TimeSeries,
     figure: &str,
-) -> Result<(), String> {
+) -> Result<[String; 2], String> {
     let q_max = p.scenario.re.invite_queue_capacity.max(1) as f64;
     let series_of = |label: &str, f: &dyn Fn(&sluice_sim::SeriesPoint) -> f64| Series {
         label: label.into(),
@@ -288,12 +520,11 @@ fn draw_dynamics(
         y_max: 1.1,
     };
     let stem = format!("{}-{}-seed{}", e.name, file_stem(&p.variant), p.seed);
-    line_chart(
-        &out.join(format!("{stem}-dynamics.svg")),
-        &axes,
-        &fractions,
-        None,
-    )?;
+    let names = [
+        format!("{stem}-dynamics.svg"),
+        format!("{stem}-queueing.svg"),
+    ];
+    line_chart(&out.join(&names[0]), &axes, &fractions, None)?;
     let queueing = vec![series_of("INVITE queueing time (ms)", &|pt| {
         pt.invite_queueing_ms
     })];
@@ -303,12 +534,8 @@ fn draw_dynamics(
         y_label: "Queueing time (ms)",
         y_max: 0.0,
     };
-    line_chart(
-        &out.join(format!("{stem}-queueing.svg")),
-        &axes,
-        &queueing,
-        None,
-    )
+    line_chart(&out.join(&names[1]), &axes, &queueing, None)?;
+    Ok(names)
 }
 
 /// De Cicco et al.'s `g_opt(r)` (eq. 2) over `[0, x_max]` for the runs' cost ratio `β`

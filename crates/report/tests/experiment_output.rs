@@ -47,6 +47,24 @@ label = "rate-abs"
 scenario = { re = { control = { algorithm = "rate-abs" } } }
 "#;
 
+/// Two seeds, two loads, one control, and an expectation that needs escaping.
+const SEEDED: &str = r#"
+name = "report-seeds"
+title = "tiny sweep over seeds"
+paper = "Someone & Other 2008"
+figure = "Figure 1"
+expectation = "Goodput <= 1 & \"no collapse\"."
+[base]
+duration_s = 8
+warmup_s = 2
+[sweep]
+offered_load = [0.5, 3.0]
+seeds = [1, 2]
+[[variant]]
+label = "win-cont"
+scenario = { re = { control = { algorithm = "win-cont" } } }
+"#;
+
 /// A folder of its own, removed when the returned guard drops.
 fn scratch(name: &str) -> tempfile::TempDir {
     tempfile::Builder::new()
@@ -108,7 +126,12 @@ fn a_sweep_writes_one_row_and_one_json_line_per_run_and_three_plots() {
     let b_guard = scratch("sweep-b");
     let b = b_guard.path().to_path_buf();
     write_all(&b, &e, &reports).unwrap();
-    for f in ["summary.csv", "runs.jsonl", "report-sweep.svg"] {
+    for f in [
+        "summary.csv",
+        "runs.jsonl",
+        "report-sweep.svg",
+        "report.html",
+    ] {
         assert_eq!(read(&a, f), read(&b, f), "{f}");
     }
     assert!(write_all(&b, &e, &reports[1..]).is_err(), "a report short");
@@ -146,4 +169,75 @@ fn a_dynamic_run_writes_its_time_series_and_per_run_plots() {
     ] {
         assert!(read(&dir, svg).starts_with("<svg"), "{svg}");
     }
+}
+
+/// The `src` of every `<img>` on a page.
+fn images(html: &str) -> Vec<String> {
+    html.split("<img src=\"")
+        .skip(1)
+        .map(|rest| rest[..rest.find('"').unwrap()].to_owned())
+        .collect()
+}
+
+#[test]
+fn the_report_shows_every_plot_the_expectation_and_the_summary() {
+    let (e, reports) = run(SEEDED);
+    let guard = scratch("seeds");
+    let dir = guard.path();
+    write_all(dir, &e, &reports).unwrap();
+    let html = read(dir, "report.html");
+    let mut svgs: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "svg"))
+        .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
+        .collect();
+    svgs.sort();
+    let mut shown = images(&html);
+    assert_eq!(shown[0], "report-seeds.svg", "the goodput plot leads");
+    shown.sort();
+    assert_eq!(shown, svgs, "every plot written, and only those");
+    assert!(html.contains("<h1>tiny sweep over seeds</h1>"));
+    assert!(html.contains("Someone &amp; Other 2008, Figure 1"));
+    assert!(html.contains("Goodput &lt;= 1 &amp; &quot;no collapse&quot;."));
+    assert!(html.contains("2 seed(s) each"));
+    // A summary row per run.
+    let table = &html[html.find("summary.csv").unwrap()..];
+    assert_eq!(
+        table.matches("<tr><td>report-seeds</td>").count(),
+        e.points.len()
+    );
+    // Two seeds: the means are drawn with their confidence intervals, a band per curve.
+    let goodput = read(dir, "report-seeds.svg");
+    assert!(goodput.contains("mean of 2 seeds, 95 % CI"));
+    assert_eq!(goodput.matches("<polygon").count(), 1);
+    // Nothing of the time or the machine: the same runs give the same page.
+    let again = scratch("seeds-again");
+    write_all(again.path(), &e, &reports).unwrap();
+    assert_eq!(html, read(again.path(), "report.html"));
+}
+
+#[test]
+fn a_dynamic_experiment_over_seeds_leads_with_each_variants_mean() {
+    let text = DYNAMIC.replace("seeds = [1]", "seeds = [1, 2]");
+    let (e, reports) = run(&text);
+    let guard = scratch("dynamic-seeds");
+    let dir = guard.path();
+    write_all(dir, &e, &reports).unwrap();
+    let shown = images(&read(dir, "report.html"));
+    assert_eq!(
+        shown,
+        [
+            "report-dynamic-rate-abs-mean.svg",
+            "report-dynamic-rate-abs-seed1.svg",
+            "report-dynamic-rate-abs-seed1-dynamics.svg",
+            "report-dynamic-rate-abs-seed1-queueing.svg",
+            "report-dynamic-rate-abs-seed2.svg",
+            "report-dynamic-rate-abs-seed2-dynamics.svg",
+            "report-dynamic-rate-abs-seed2-queueing.svg",
+        ]
+    );
+    let mean = read(dir, "report-dynamic-rate-abs-mean.svg");
+    // A band for each source and the total.
+    assert_eq!(mean.matches("<polygon").count(), 3, "{mean}");
 }
