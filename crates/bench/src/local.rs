@@ -658,7 +658,7 @@ fn report_beta(points: &[PointResult], beta: f64, console: &dyn Console) {
 // ---- sluice demo ----
 
 /// `sluice demo`'s settings.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize)]
 pub struct Demo {
     /// Seconds of arrivals per point.
     pub duration: f64,

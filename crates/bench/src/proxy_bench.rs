@@ -24,14 +24,15 @@ use crate::process::{
 use crate::sipp::{last_stats, stat};
 
 /// The load generator at both ends.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Generator {
     Sluice,
     Sipp,
 }
 
 /// `sluice bench proxy`'s settings; the CLI's `--help` explains each.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize)]
 pub struct ProxyBench {
     /// `sluice`, `kamailio`, `kamailio:N`, `none` or a command template.
     pub proxies: Vec<String>,
@@ -462,7 +463,7 @@ fn max_steps(args: &ProxyBench) -> u64 {
 
 pub fn bench_proxy(args: &ProxyBench, console: &dyn Console) -> Result<(), String> {
     if !(args.start > 0.0 && args.step > 0.0 && args.max >= args.start) {
-        return Err("need 0 < --start <= --max and --step > 0".into());
+        return Err("need 0 < --rate-start <= --rate-max and --rate-step > 0".into());
     }
     console.line(&step_header());
     if args.generator == Generator::Sipp {

@@ -3,8 +3,8 @@
 //! grows.
 //!
 //! ```text
-//! sluice bench soak --control pi [--load 5] [--minutes 30] [--interval-s 60] [--warmup-s 120]
-//!     [--capacity 300] [--beta 8] [--hold 0] [--out soak-out/pi]
+//! sluice bench soak --control pi [--load 5] [--duration 30m] [--interval 60s] [--warmup 2m]
+//!     [--capacity 300] [--beta 8] [--hold 0s] [--out out/soak/pi]
 //! sluice bench soak --control win-cont [--ses 3] ...
 //! ```
 //!
@@ -12,21 +12,21 @@
 //! proxy built by [`crate::local::sluice_variant`]: UAC -> proxy -> UAS. A hop-by-hop
 //! variant (`win-cont`, `rate-abs/rate`, ...) runs the topology of [`crate::topology`]:
 //! one UAC per SE, UACs -> SEs -> RE -> UAS. Either way the offered load is `--load` times
-//! the (RE's) emulated capacity, for `--minutes` of arrivals. Every proxy is a child
+//! the (RE's) emulated capacity, for `--duration` of arrivals. Every proxy is a child
 //! process, `sluice proxy --config FILE` (the config beside the results, its output in
 //! `proxy-NAME.log`), so that its resident memory is its own; the UACs and the UAS are
 //! threads of this process. Everything is on 127.0.0.1 and stops by itself: the UACs after
 //! their arrivals and a 2 s drain, the proxies after their own `duration_s` even if this
 //! process dies.
 //!
-//! Every `--interval-s` one row: the calls the UACs offered and set up (ACK sent within
+//! Every `--interval` one row: the calls the UACs offered and set up (ACK sent within
 //! 10 s of the INVITE: goodput) and the 503s and timeouts they got in that interval, their
 //! retransmissions, the 2xx the UAS had to retransmit, and per proxy `VmRSS` from
 //! /proc/PID/status and the transactions it holds (its admin `/status`, on a loopback
 //! port). Rows are read 1.5 s after their interval ends, when the UACs have closed its last
 //! second.
 //!
-//! Verdict, over the intervals that start at or after `--warmup-s` (the first two minutes
+//! Verdict, over the intervals that start at or after `--warmup` (the first two minutes
 //! by default: the controller settles and the transaction tables fill to their steady
 //! level, BYE transactions lingering 32 s): goodput in every one within ±5 % of their mean,
 //! and each proxy's resident memory, its maximum and minimum, within ±10 % of its mean. The
@@ -75,7 +75,7 @@ const DRAIN_S: f64 = 2.0;
 const SETTLE: Duration = Duration::from_millis(1500);
 
 /// `sluice bench soak`'s settings; the CLI's `--help` explains each.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize)]
 pub struct SoakConfig {
     /// A local control (`pi`, `POLICY:fifo`) or a hop-by-hop variant (`win-cont`,
     /// `ALGORITHM/WIRE`).
@@ -98,7 +98,7 @@ pub struct SoakConfig {
     pub ses: usize,
     /// Seconds between ACK and BYE.
     pub hold: f64,
-    /// Where the files go (`None`: `soak-out/CONTROL`).
+    /// Where the files go (`None`: [`default_out`]).
     pub out: Option<PathBuf>,
     /// The `sluice` executable whose `proxy` subcommand runs the proxies (`None`: this
     /// process's own executable).
@@ -141,6 +141,11 @@ struct Plan {
     /// The first interval (0-based) the verdict counts.
     first_counted: u64,
     out: PathBuf,
+}
+
+/// Where a soak of `control` writes unless told: `out/soak/CONTROL`.
+pub fn default_out(control: &str) -> PathBuf {
+    Path::new("out/soak").join(file_stem(control.trim()))
 }
 
 fn plan(args: &SoakConfig) -> Result<Plan, String> {
@@ -192,7 +197,7 @@ fn plan(args: &SoakConfig) -> Result<Plan, String> {
         return Err(format!("{spec}: no emulated capacity"));
     }
     if interval_s == 0 {
-        return Err("--interval-s must be at least 1".into());
+        return Err("--interval must be at least 1s".into());
     }
     let total_s = minutes * 60.0;
     let intervals = (total_s / interval_s as f64).round();
@@ -201,25 +206,22 @@ fn plan(args: &SoakConfig) -> Result<Plan, String> {
         || (intervals * interval_s as f64 - total_s).abs() > 1e-6
     {
         return Err(format!(
-            "--minutes {minutes} must be a positive whole number of --interval-s {interval_s} s intervals"
+            "--duration {total_s} s must be a positive whole number of --interval {interval_s} s intervals"
         ));
     }
     let intervals = intervals as u64;
     if intervals > MAX_INTERVALS {
         return Err(format!(
-            "{intervals} intervals: at most {MAX_INTERVALS} (a longer --interval-s)"
+            "{intervals} intervals: at most {MAX_INTERVALS} (a longer --interval)"
         ));
     }
     let first_counted = warmup_s.div_ceil(interval_s);
     if first_counted >= intervals {
         return Err(format!(
-            "--warmup-s {warmup_s} leaves no interval to judge in {minutes} minutes"
+            "--warmup {warmup_s}s leaves no interval to judge in {total_s} s"
         ));
     }
-    let out = args
-        .out
-        .clone()
-        .unwrap_or_else(|| Path::new("soak-out").join(file_stem(spec)));
+    let out = args.out.clone().unwrap_or_else(|| default_out(spec));
     Ok(Plan {
         setup,
         capacity,
@@ -831,7 +833,7 @@ fn verdict_text(v: &Verdict, plan: &Plan, args: &SoakConfig) -> String {
             };
             let _ = writeln!(
                 t,
-                "counted: intervals {first} to {last} ({} s to {} s); {warm} (--warmup-s {})",
+                "counted: intervals {first} to {last} ({} s to {} s); {warm} (--warmup {}s)",
                 (first - 1) * secs,
                 last * secs,
                 args.warmup_s
@@ -1027,7 +1029,7 @@ mod tests {
         assert!((p.capacity - 300.0).abs() < 0.5, "{}", p.capacity);
         let g = p.optimal.unwrap();
         assert!((g - optimal_goodput(5.0, 8.0, TARGET_CPU)).abs() < 1e-12);
-        assert_eq!(p.out, Path::new("soak-out/pi"));
+        assert_eq!(p.out, Path::new("out/soak/pi"));
         let hop = plan(&SoakConfig {
             control: "win-cont".into(),
             ..SoakConfig::default()

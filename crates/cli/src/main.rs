@@ -7,12 +7,17 @@ use clap::{Parser, Subcommand};
 mod bench;
 mod load;
 mod logging;
+mod meta;
 mod proxy;
 mod relay;
 mod sim;
 mod sip;
 mod terminal;
 mod tune;
+mod units;
+
+#[cfg(test)]
+mod cli_tests;
 
 #[derive(Parser, Debug)]
 #[command(

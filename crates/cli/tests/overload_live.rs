@@ -51,9 +51,9 @@ fn at_four_times_capacity_pi_holds_goodput_where_no_control_collapses() {
             "--loads",
             "4",
             "--duration",
-            "6",
+            "6s",
             "--warmup",
-            "2",
+            "2s",
             "--beta",
             "8",
             "--out",
@@ -94,7 +94,7 @@ fn at_four_times_capacity_pi_holds_goodput_where_no_control_collapses() {
 fn demo_prints_its_table_and_writes_the_plot() {
     let out = temp_dir("demo");
     let run = Command::new(SLUICE)
-        .args(["demo", "--duration", "2", "--out"])
+        .args(["demo", "--duration", "2s", "--out"])
         .arg(&out)
         .output()
         .unwrap();
@@ -131,7 +131,7 @@ fn bad_arguments_are_clear_errors_and_nothing_runs() {
         (&["--beta", "1"][..], "beta > 1"),
     ] {
         let run = Command::new(SLUICE)
-            .args(["bench", "overload", "--duration", "1", "--out"])
+            .args(["bench", "overload", "--duration", "1s", "--out"])
             .arg(temp_dir("overload-bad"))
             .args(args)
             .output()
@@ -152,7 +152,7 @@ fn kamailio_with_ratelimit_is_a_proxy_under_test() {
     let out = temp_dir("overload-kamailio");
     let run = Command::new(SLUICE)
         .args(["bench", "overload", "--variants", "", "--loads", "1"])
-        .args(["--duration", "3", "--warmup", "1", "--proxy-capacity", "200"])
+        .args(["--duration", "3s", "--warmup", "1s", "--proxy-capacity", "200"])
         .args(["--proxy-label", "kamailio-red", "--proxy-cmd"])
         .arg(format!(
             "kamailio -f {} -DD -E -m 256 -n 1 -l udp:{{listen}} -A 'NEXT_HOP=\"sip:{{next_hop}}\"' -A 'RL_PIPE=\"0:RED:1000\"'",
