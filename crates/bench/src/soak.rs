@@ -47,7 +47,7 @@ use sluice_control::optimal::optimal_goodput;
 use sluice_load::shell::{self, Stop};
 use sluice_load::{Counts, Hold, Spacing, UacConfig, UasCounts};
 use sluice_proxy::ProxyConfig;
-use sluice_report::files::{create_dir, file_stem, replace, write};
+use sluice_report::files::{create_dir, file_stem, replace, write, CsvTable};
 use sluice_report::plot::{stacked_charts, Axes, Panel, Series};
 use sluice_sim::ArrivalProcess;
 
@@ -444,7 +444,6 @@ fn run(
     }
     let mut proxies = started?;
     let names = proxies.names.clone();
-    let header = csv_header(&names);
     say!(
         console,
         "offered and goodput: calls/s; 503, timeout and retrans (the UACs'), 2xx rt (the UAS's): in the interval"
@@ -546,10 +545,7 @@ fn run(
                 say!(console, "{}", table_line(&row, interval_s, plan.capacity));
                 console.advance();
                 rows.push(row);
-                let mut csv = header.clone();
-                for r in &rows {
-                    csv_line(&mut csv, r, interval_s, plan.capacity);
-                }
+                let csv = soak_csv(&names, &rows, interval_s, plan.capacity);
                 replace(&plan.out.join("soak.csv"), csv.as_bytes())
             });
             if let Err(e) = written {
@@ -631,44 +627,57 @@ fn read_row(
     Ok(row)
 }
 
-fn csv_header(names: &[String]) -> String {
-    let mut h = String::from(
-        "interval,end_s,minute,counted,offered_cps,goodput_cps,goodput_norm,rejected_503,timeouts,uac_retransmissions,uas_2xx_retransmissions",
+/// soak.csv: a row per interval, then per proxy its resident memory and transactions.
+fn soak_csv(names: &[String], rows: &[Row], interval_s: u64, capacity: f64) -> String {
+    let mut csv = CsvTable::new(
+        [
+            "interval",
+            "end_s",
+            "minute",
+            "counted",
+            "offered_cps",
+            "goodput_cps",
+            "goodput_norm",
+            "rejected_503",
+            "timeouts",
+            "uac_retransmissions",
+            "uas_2xx_retransmissions",
+        ]
+        .map(str::to_owned)
+        .into_iter()
+        .chain(names.iter().map(|n| format!("rss_mib_{n}")))
+        .chain(names.iter().map(|n| format!("transactions_{n}"))),
     );
-    for n in names {
-        let _ = write!(h, ",rss_mib_{n}");
+    for r in rows {
+        let c = &r.calls;
+        csv.row(
+            [
+                r.interval.to_string(),
+                r.end_s.to_string(),
+                format!("{:.3}", r.end_s as f64 / 60.0),
+                u8::from(r.counted).to_string(),
+                format!("{:.2}", c.offered as f64 / interval_s as f64),
+                format!("{:.2}", r.goodput_cps(interval_s)),
+                format!("{:.4}", r.goodput_cps(interval_s) / capacity),
+                c.failed.rejected_503.to_string(),
+                c.failed.timeout.to_string(),
+                c.retransmissions_sent.total().to_string(),
+                r.uas_2xx_retransmissions.to_string(),
+            ]
+            .into_iter()
+            .chain(
+                r.rss_mib
+                    .iter()
+                    .map(|m| m.map_or(String::new(), |m| format!("{m:.2}"))),
+            )
+            .chain(
+                r.transactions
+                    .iter()
+                    .map(|t| t.map_or(String::new(), |t| t.to_string())),
+            ),
+        );
     }
-    for n in names {
-        let _ = write!(h, ",transactions_{n}");
-    }
-    h.push('\n');
-    h
-}
-
-fn csv_line(csv: &mut String, r: &Row, interval_s: u64, capacity: f64) {
-    let c = &r.calls;
-    let _ = write!(
-        csv,
-        "{},{},{:.3},{},{:.2},{:.2},{:.4},{},{},{},{}",
-        r.interval,
-        r.end_s,
-        r.end_s as f64 / 60.0,
-        u8::from(r.counted),
-        c.offered as f64 / interval_s as f64,
-        r.goodput_cps(interval_s),
-        r.goodput_cps(interval_s) / capacity,
-        c.failed.rejected_503,
-        c.failed.timeout,
-        c.retransmissions_sent.total(),
-        r.uas_2xx_retransmissions,
-    );
-    for m in &r.rss_mib {
-        let _ = write!(csv, ",{}", m.map_or(String::new(), |m| format!("{m:.2}")));
-    }
-    for t in &r.transactions {
-        let _ = write!(csv, ",{}", t.map_or(String::new(), |t| t.to_string()));
-    }
-    csv.push('\n');
+    csv.into_text()
 }
 
 fn table_line(r: &Row, interval_s: u64, capacity: f64) -> String {

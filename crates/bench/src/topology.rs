@@ -104,7 +104,7 @@ use sluice_impair::{
 use sluice_load::shell;
 use sluice_load::{Counts, Hold, SecondRow, Spacing, UacConfig, UacSummary};
 use sluice_proxy::{ProxyConfig, ProxyReport};
-use sluice_report::files::{csv_field, write};
+use sluice_report::files::{write, CsvTable};
 use sluice_report::plot::{line_chart, Axes, Series};
 use sluice_sim::experiment::{Experiment, Kind, Overrides};
 use sluice_sim::{ArrivalProcess, RunReport, Scenario, SourceConfig};
@@ -1082,26 +1082,34 @@ pub fn compare(sim: &[(&str, f64, RunReport)], live: &[PointResult]) -> Vec<Comp
 
 /// `comparison.csv`: a row per compared point.
 pub fn comparison_csv(rows: &[Comparison]) -> String {
-    let mut csv =
-        String::from("variant,x,live_goodput,sim_goodput,abs_diff,pass,sim_setup_p99_ms,sim_retrans_ratio,sim_occupancy,sim_reject_ratio\n");
+    let mut csv = CsvTable::new([
+        "variant",
+        "x",
+        "live_goodput",
+        "sim_goodput",
+        "abs_diff",
+        "pass",
+        "sim_setup_p99_ms",
+        "sim_retrans_ratio",
+        "sim_occupancy",
+        "sim_reject_ratio",
+    ]);
     for c in rows {
         let r = &c.sim;
-        let _ = writeln!(
-            csv,
-            "{},{},{:.4},{:.4},{:.4},{},{:.2},{:.4},{:.4},{:.4}",
-            csv_field(&c.variant),
-            c.x,
-            c.live,
-            r.goodput,
-            c.diff(),
-            c.pass(),
-            r.setup_delay_p99_ms,
-            r.retrans_ratio,
-            r.occupancy,
-            r.reject_ratio
-        );
+        csv.row([
+            c.variant.clone(),
+            c.x.to_string(),
+            format!("{:.4}", c.live),
+            format!("{:.4}", r.goodput),
+            format!("{:.4}", c.diff()),
+            c.pass().to_string(),
+            format!("{:.2}", r.setup_delay_p99_ms),
+            format!("{:.4}", r.retrans_ratio),
+            format!("{:.4}", r.occupancy),
+            format!("{:.4}", r.reject_ratio),
+        ]);
     }
-    csv
+    csv.into_text()
 }
 
 /// Runs the experiment's variants in the simulator at the live loads and capacity, and
