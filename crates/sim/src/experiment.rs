@@ -630,6 +630,7 @@ scenario = { re = { queue_capacity = 100, control = { algorithm = "rate-abs" } }
             seeds: Some(vec![7]),
             duration_s: Some(25.0),
             loads: Some(vec![2.0]),
+            ..Overrides::default()
         };
         let e = Experiment::from_toml(FILE, &o).unwrap();
         assert_eq!(e.points.len(), 2);
@@ -716,5 +717,94 @@ scenario = { re = { control = { algorithm = "rate-abs" } } }
         )
         .unwrap_err();
         assert!(err.contains("bogus"), "{err}");
+    }
+
+    fn with_set(set: &[&str]) -> Overrides {
+        Overrides {
+            set: set.iter().map(|s| (*s).to_owned()).collect(),
+            ..Overrides::default()
+        }
+    }
+
+    /// Every point's variant, x, seed and full scenario, for comparing two experiments.
+    fn runs(e: &Experiment) -> Vec<String> {
+        e.points
+            .iter()
+            .map(|p| {
+                let scenario = serde_json::to_string(&p.scenario).unwrap();
+                format!("{} {} {} {scenario}", p.variant, p.x, p.seed)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn set_changes_any_value_by_its_dotted_path() {
+        let o = with_set(&[
+            "base.re.queue_capacity=250",
+            "sweep.seeds=[4]",
+            "variant.1.scenario.re.control.algorithm=win-cont",
+            "variant.0.label=first",
+            "title=\"a, b\"",
+        ]);
+        let e = Experiment::from_toml(FILE, &o).unwrap();
+        assert_eq!(e.points.len(), 4, "two variants, two loads, one seed");
+        assert!(e.points.iter().all(|p| p.seed == 4));
+        assert_eq!(e.points[0].variant, "first");
+        assert_eq!(e.points[0].scenario.re.queue_capacity, 250);
+        assert_eq!(
+            e.points[2].scenario.re.queue_capacity, 100,
+            "the variant's own value wins"
+        );
+        assert_eq!(
+            e.points[2].scenario.re.control.algorithm.to_string(),
+            "win-cont"
+        );
+        assert_eq!(e.title, "a, b");
+    }
+
+    #[test]
+    fn set_names_what_it_cannot_apply() {
+        for (set, says) in [
+            (
+                "base.re.queue_capacityy=5",
+                "unknown field `queue_capacityy`",
+            ),
+            (
+                "base.re.queue_capacity=lots",
+                "--set base.re.queue_capacity=lots",
+            ),
+            ("plot.x=1", "unknown field `x`"),
+            ("variant.2.label=x", "variant is an array of 2"),
+            ("name.first=x", "name is not a table"),
+            ("base..re=1", "not a dotted path"),
+            ("seeds", "expected PATH=VALUE"),
+        ] {
+            let e = Experiment::from_toml(FILE, &with_set(&[set])).unwrap_err();
+            assert!(e.starts_with(&format!("--set {set}")), "{set}: {e}");
+            assert!(e.contains(says), "{set}: {e}");
+        }
+    }
+
+    #[test]
+    fn the_resolved_document_reads_back_as_the_same_experiment() {
+        let o = Overrides {
+            seeds: Some(vec![9, 3]),
+            loads: Some(vec![2.0]),
+            set: vec!["base.re.queue_capacity=77".into()],
+            ..Overrides::default()
+        };
+        let doc = Experiment::resolved_document(FILE, &o).unwrap();
+        let text = toml::to_string(&doc).unwrap();
+        let again = Experiment::from_toml(&text, &Overrides::default()).unwrap();
+        let direct = Experiment::from_toml(FILE, &o).unwrap();
+        assert_eq!(runs(&again), runs(&direct));
+        assert_eq!(again.points.len(), 4);
+        // --duration acts on the points, not on the file.
+        let o = Overrides {
+            duration_s: Some(5.0),
+            ..Overrides::default()
+        };
+        let e = Experiment::resolved_document(FILE, &o).unwrap_err();
+        assert!(e.contains("--set base.duration_s="), "{e}");
     }
 }
