@@ -81,7 +81,7 @@ impl Default for OverloadConfig {
             proxy_capacity: None,
             experiment: None,
             hold: 0.0,
-            out: PathBuf::from("overload-out"),
+            out: PathBuf::from("out/overload"),
             generator: Caller::Sluice,
             sipp_scenario: PathBuf::from("tests/sipp/uac-setup.xml"),
             ses: None,

@@ -11,8 +11,8 @@
 //!
 //! ```text
 //! sluice bench overload --ses 3 [--variants none,rate-abs/rate,rate-abs/loss,win-disc,win-cont,win-auto]
-//!     [--capacity 300] [--loads 1,2,4,8,10] [--duration 20 --warmup 5]
-//! sluice bench overload --experiment experiments/shen2008-fig21.toml [--loads 1,2,4,8,10] [--duration 100 --warmup 20]
+//!     [--capacity 300] [--loads 1,2,4,8,10] [--duration 20s --warmup 5s]
+//! sluice bench overload --experiment experiments/shen2008-fig21.toml [--loads 1,2,4,8,10] [--duration 100s --warmup 20s]
 //! ```
 //!
 //! A variant is `ALGORITHM[/WIRE]`: the RE's feedback algorithm (win-disc, win-cont,
@@ -67,7 +67,7 @@
 //! at 2/4/8/10x by the paper's rule (`w/180`). In the measurement window no feedback
 //! variant sent a 2xx retransmission at 10x; over the whole point rate-abs sent ~900-1000
 //! in its first seconds (the SEs' clients start unlimited). Setup p99 at 10x (window) is
-//! 200-460 ms with D_B = 200 ms; with `--budget-delay-ms 50` win-cont gives 50 ms and
+//! 200-460 ms with D_B = 200 ms; with `--budget-delay 50ms` win-cont gives 50 ms and
 //! rate-abs as `rate` 58 ms, at a cost at 1x (rate-abs 0.86, win-disc 0.74).
 //!
 //! fig21 live vs simulated (loads 1-10, load average 0.0-0.7): with the same
@@ -84,7 +84,7 @@
 //!
 //! The comparison counts live calls by the paper's rule (`w/180`), as the simulator does.
 //!
-//! Links: with `--link-delay-ms`, `--link-loss` or `--link-jitter-ms`, or an experiment
+//! Links: with `--link-delay`, `--link-loss` or `--link-jitter`, or an experiment
 //! whose `[link]` impairs, a `sluice-impair` relay sits on every hop (see `Wiring` for
 //! which address each node names so that every message crosses it both ways); the flags
 //! set the simulator's links too (jitter is live only). Each point prints what the relays

@@ -62,18 +62,27 @@ pub fn run(args: &TuneArgs) -> Result<(), String> {
         .as_deref()
         .ok_or("name a tuning experiment (see `sluice tune --list`)")?;
     let mut text = builtin::text(builtin::TUNING, which, "tune")?;
-    if !args.set.is_empty() {
+    let mut e = if args.set.is_empty() {
+        TuningExperiment::from_toml(&text)?
+    } else {
+        let read =
+            |set: &[String]| TuningExperiment::from_document(Experiment::document(&text, set)?);
+        let e = read(&args.set).map_err(|err| {
+            // Name the assignment that breaks the file, if one does by itself.
+            match args
+                .set
+                .iter()
+                .find(|a| read(std::slice::from_ref(a)).is_err())
+            {
+                Some(a) if !err.starts_with("--set ") => format!("--set {a}: {err}"),
+                _ => err,
+            }
+        })?;
         // The changed file is the experiment from here on: --resume compares it too.
         let doc = Experiment::document(&text, &args.set)?;
-        text = toml::to_string(&doc).map_err(|e| e.to_string())?;
-    }
-    let mut e = TuningExperiment::from_toml(&text).map_err(|err| {
-        if args.set.is_empty() {
-            err
-        } else {
-            format!("with --set {}: {err}", args.set.join(" --set "))
-        }
-    })?;
+        text = toml::to_string(&doc).map_err(|err| err.to_string())?;
+        e
+    };
     if let Some(t) = &args.theta0 {
         let [k_pc, k_ic, k_pq, k_iq] = t[..] else {
             return Err(format!(

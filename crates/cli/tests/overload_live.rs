@@ -116,6 +116,16 @@ fn demo_prints_its_table_and_writes_the_plot() {
     }
     assert!(out.join("demo.svg").is_file());
     assert_eq!(column(&out, "goodput").len(), 6);
+    // meta.json: how the folder was made.
+    let meta: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("meta.json")).unwrap()).unwrap();
+    assert_eq!(meta["scenario"]["duration"], 2.0);
+    assert_eq!(meta["scenario"]["capacity"], 300.0);
+    assert_eq!(meta["command_line"][1], "demo");
+    assert!(
+        meta["seeds"].is_null(),
+        "live generators are seeded per UAC"
+    );
     let _ = std::fs::remove_dir_all(&out);
 }
 
@@ -130,13 +140,15 @@ fn bad_arguments_are_clear_errors_and_nothing_runs() {
         ),
         (&["--beta", "1"][..], "beta > 1"),
     ] {
+        let out = temp_dir("overload-bad");
         let run = Command::new(SLUICE)
             .args(["bench", "overload", "--duration", "1s", "--out"])
-            .arg(temp_dir("overload-bad"))
+            .arg(&out)
             .args(args)
             .output()
             .unwrap();
         assert!(!run.status.success(), "{args:?}");
+        assert!(!out.join("meta.json").exists(), "no run, no meta.json");
         let err = String::from_utf8_lossy(&run.stderr);
         assert!(err.contains(expect), "{args:?}: {err}");
     }
