@@ -503,7 +503,7 @@ pub fn compare_phases_with_simulator(
                     p.variant.clone(),
                     format!("{:.1}", lr.from),
                     format!("{:.1}", lr.to),
-                    name.to_string(),
+                    name.clone(),
                     format!("{:.4}", lr.got[i]),
                     format!("{:.4}", sim[i]),
                     format!("{:.4}", lr.got[i] - sim[i]),

@@ -62,7 +62,7 @@ pub fn write_outputs(
         csv.row([
             p.experiment.clone(),
             p.variant.clone(),
-            p.algorithm.to_string(),
+            p.algorithm.clone(),
             "0".to_owned(),
             p.x.to_string(),
             format!("{:.3}", p.x),

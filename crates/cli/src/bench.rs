@@ -16,7 +16,7 @@ use sluice_bench::soak::{bench_soak, default_out as soak_out, SoakConfig};
 
 use crate::meta::{self, Meta};
 use crate::terminal::Terminal;
-use crate::units::{millis, parse_duration, whole_millis, whole_seconds};
+use crate::units::{millis, parse_duration, whole_micros, whole_millis, whole_seconds};
 
 #[derive(Subcommand, Debug)]
 pub enum BenchCommand {
@@ -418,15 +418,6 @@ fn overload_config(a: &OverloadArgs) -> Result<OverloadConfig, String> {
         link_loss: a.link_loss,
         link_jitter_ms: millis(a.link_jitter),
     })
-}
-
-/// Microseconds of a duration for a cost kept in whole microseconds.
-fn whole_micros(flag: &str, d: Duration) -> Result<u64, String> {
-    if d.subsec_nanos() % 1_000 == 0 {
-        u64::try_from(d.as_micros()).map_err(|_| format!("{flag}: too long"))
-    } else {
-        Err(format!("{flag} takes whole microseconds"))
-    }
 }
 
 /// `sluice demo`.

@@ -29,11 +29,25 @@ pub fn whole_seconds(flag: &str, d: Duration) -> Result<u64, String> {
 
 /// Milliseconds of a duration for a setting kept in whole milliseconds.
 pub fn whole_millis(flag: &str, d: Duration) -> Result<u64, String> {
-    if d.subsec_nanos() % 1_000_000 == 0 {
-        u64::try_from(d.as_millis()).map_err(|_| format!("{flag}: too long"))
+    let ms = u64::try_from(d.as_millis()).map_err(|_| format!("{flag}: too long"))?;
+    if Duration::from_millis(ms) == d {
+        Ok(ms)
     } else {
         Err(format!(
             "{flag} takes whole milliseconds, not {}",
+            humantime::format_duration(d)
+        ))
+    }
+}
+
+/// Microseconds of a duration for a setting kept in whole microseconds.
+pub fn whole_micros(flag: &str, d: Duration) -> Result<u64, String> {
+    let us = u64::try_from(d.as_micros()).map_err(|_| format!("{flag}: too long"))?;
+    if Duration::from_micros(us) == d {
+        Ok(us)
+    } else {
+        Err(format!(
+            "{flag} takes whole microseconds, not {}",
             humantime::format_duration(d)
         ))
     }
@@ -57,7 +71,7 @@ mod tests {
     fn durations_take_units() {
         assert_eq!(parse_duration("30s"), Ok(Duration::from_secs(30)));
         assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
-        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
+        assert_eq!(parse_duration("2m").map(|d| d.as_secs()), Ok(120));
         assert_eq!(parse_duration("1m 30s"), Ok(Duration::from_secs(90)));
         assert_eq!(parse_duration("250us"), Ok(Duration::from_micros(250)));
     }
@@ -84,5 +98,10 @@ mod tests {
             Ok(20)
         );
         assert!(whole_millis("--se-rate-tau", Duration::from_micros(1500)).is_err());
+        assert_eq!(
+            whole_micros("--cost-other", Duration::from_micros(80)),
+            Ok(80)
+        );
+        assert!(whole_micros("--cost-other", Duration::from_nanos(80)).is_err());
     }
 }

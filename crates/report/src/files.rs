@@ -37,7 +37,7 @@ impl CsvTable {
         let bytes = self
             .writer
             .into_inner()
-            .map_or_else(|e| e.into_inner().get_ref().clone(), |b| b);
+            .unwrap_or_else(|e| e.into_inner().get_ref().clone());
         String::from_utf8_lossy(&bytes).into_owned()
     }
 }
