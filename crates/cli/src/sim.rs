@@ -189,11 +189,7 @@ fn print_claims(e: &Experiment, reports: &[RunReport]) {
 
 /// What `meta.json` records of a simulated experiment: the file as read (after --set), the
 /// command-line overrides on top of it, and the seeds of its runs.
-pub(crate) fn experiment_meta(
-    text: &str,
-    overrides: &Overrides,
-    e: &Experiment,
-) -> Result<Meta, String> {
+fn experiment_meta(text: &str, overrides: &Overrides, e: &Experiment) -> Result<Meta, String> {
     let document = Experiment::document(text, &overrides.set)?;
     let resolved = serde_json::json!({
         "name": e.name,
