@@ -20,7 +20,7 @@ use crate::process::{kamailio_command, sluice_proxy_command};
 use crate::proxy_bench::{bench_one, step_header, Generator, ProxyBench};
 
 /// `sluice bench beta`'s settings.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize)]
 pub struct Beta {
     /// Call rate of every run, calls/s.
     pub rate: f64,
@@ -51,7 +51,7 @@ const REJECT_ALL: &str = "[control]\nalgorithm = \"threshold\"\n\
 
 pub fn bench_beta(args: &Beta, console: &dyn Console) -> Result<(), String> {
     if !(args.rate > 0.0 && args.secs > 0.0) {
-        return Err("need --rate > 0 and --secs > 0".into());
+        return Err("need --rate > 0 and --duration above 0s".into());
     }
     let reject_cfg = std::env::temp_dir().join(format!("sluice-beta-{}.toml", std::process::id()));
     let sluice = sluice_proxy_command()?;

@@ -8,7 +8,8 @@ use std::path::PathBuf;
 pub const ALL_VARIANTS: &str = "none:fifo,none,threshold,ohta,occ,red,pi,latency-bucket";
 
 /// The calling side of a point.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Caller {
     Sluice,
     Sipp,
@@ -23,7 +24,7 @@ pub enum Caller {
 }
 
 /// `sluice bench overload`'s settings; the CLI's `--help` explains each.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize)]
 pub struct OverloadConfig {
     /// Offered loads, multiples of the capacity (`None`: the default or the experiment's).
     pub loads: Option<Vec<f64>>,
@@ -80,7 +81,7 @@ impl Default for OverloadConfig {
             proxy_capacity: None,
             experiment: None,
             hold: 0.0,
-            out: PathBuf::from("overload-out"),
+            out: PathBuf::from("out/overload"),
             generator: Caller::Sluice,
             sipp_scenario: PathBuf::from("tests/sipp/uac-setup.xml"),
             ses: None,

@@ -19,12 +19,11 @@
 //! 0.10/0.30/0.60 (rate-abs and win-cont within 0.005), and within 0.04 of the simulator on
 //! the same schedule.
 
-use std::fmt::Write as _;
 use std::path::Path;
 
 use sluice_control::Fairness;
 use sluice_load::Schedule;
-use sluice_report::files::{csv_field, file_stem, write};
+use sluice_report::files::{file_stem, write, CsvTable};
 use sluice_report::plot::{line_chart, Axes, Series};
 use sluice_sim::experiment::Experiment;
 use sluice_sim::{RunReport, Scenario};
@@ -288,7 +287,9 @@ pub fn report(
     console: &dyn Console,
 ) -> Result<usize, String> {
     let names: Vec<&str> = d.sources.iter().map(|(n, _)| n.as_str()).collect();
-    let mut csv = String::from("variant,fairness,from_s,to_s,source,load,share,promised,diff\n");
+    let mut csv = CsvTable::new([
+        "variant", "fairness", "from_s", "to_s", "source", "load", "share", "promised", "diff",
+    ]);
     let mut missed = 0;
     for (p, fairness) in variants {
         let fairness_name = match fairness {
@@ -332,22 +333,22 @@ pub fn report(
                 }
             );
             for (i, source) in names.iter().enumerate() {
-                let _ = writeln!(
-                    csv,
-                    "{},{fairness_name},{:.1},{:.1},{source},{:.3},{:.4},{:.4},{:.4}",
-                    csv_field(&p.variant),
-                    r.from,
-                    r.to,
-                    r.phase.loads[i],
-                    r.got[i],
-                    r.want[i],
-                    r.got[i] - r.want[i]
-                );
+                csv.row([
+                    p.variant.clone(),
+                    fairness_name.to_owned(),
+                    format!("{:.1}", r.from),
+                    format!("{:.1}", r.to),
+                    source.to_string(),
+                    format!("{:.3}", r.phase.loads[i]),
+                    format!("{:.4}", r.got[i]),
+                    format!("{:.4}", r.want[i]),
+                    format!("{:.4}", r.got[i] - r.want[i]),
+                ]);
             }
         }
         plot_variant(out, name, p)?;
     }
-    write(&out.join("phases.csv"), &csv)?;
+    write(&out.join("phases.csv"), &csv.into_text())?;
     Ok(missed)
 }
 
@@ -481,24 +482,31 @@ pub fn compare_phases_with_simulator(
         }
     })
     .map(|reports| {
-        let mut csv = String::from("variant,from_s,to_s,source,live_share,sim_share,diff\n");
+        let mut csv = CsvTable::new([
+            "variant",
+            "from_s",
+            "to_s",
+            "source",
+            "live_share",
+            "sim_share",
+            "diff",
+        ]);
         for ((p, fairness), r) in live.iter().zip(&reports) {
             for (lr, sim) in simulated_shares(d, p, *fairness, r) {
                 for (i, (name, _)) in d.sources.iter().enumerate() {
-                    let _ = writeln!(
-                        csv,
-                        "{},{:.1},{:.1},{name},{:.4},{:.4},{:.4}",
-                        csv_field(&p.variant),
-                        lr.from,
-                        lr.to,
-                        lr.got[i],
-                        sim[i],
-                        lr.got[i] - sim[i]
-                    );
+                    csv.row([
+                        p.variant.clone(),
+                        format!("{:.1}", lr.from),
+                        format!("{:.1}", lr.to),
+                        name.clone(),
+                        format!("{:.4}", lr.got[i]),
+                        format!("{:.4}", sim[i]),
+                        format!("{:.4}", lr.got[i] - sim[i]),
+                    ]);
                 }
             }
         }
-        csv
+        csv.into_text()
     })
     .and_then(|csv| write(&out.join("phases-sim.csv"), &csv))
 }

@@ -6,11 +6,11 @@
 //! `summary.csv` columns as `sluice sim` and an SVG of goodput against `g_opt(r)`.
 //!
 //! ```text
-//! sluice bench overload [--loads 0.5,1,2,4] [--duration 20] [--variants none:fifo,pi,...]
-//!     [--capacity 300] [--beta 6] [--cost-other-us 0] [--experiment experiments/decicco-fig11-12.toml]
+//! sluice bench overload [--loads 0.5,1,2,4] [--duration 20s] [--variants none:fifo,pi,...]
+//!     [--capacity 300] [--beta 6] [--cost-other 0s] [--experiment experiments/decicco-fig11-12.toml]
 //!     [--proxy-capacity 2000 --proxy-label kamailio-red --proxy-cmd "kamailio -f tests/kamailio/ratelimit.cfg \
 //!        -DD -E -m 1024 -n 1 -l udp:{listen} -A 'NEXT_HOP=\"sip:{next_hop}\"' -A 'RL_PIPE=\"0:RED:1500\"'"]
-//! sluice demo [--duration 8] [--beta 8]
+//! sluice demo [--duration 8s] [--beta 8]
 //! ```
 //!
 //! sluice's capacity is emulated (virtual processor time per message, see `sluice_proxy`),
@@ -686,7 +686,7 @@ fn report_beta(points: &[PointResult], beta: f64, console: &dyn Console) {
 // ---- sluice demo ----
 
 /// `sluice demo`'s settings.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize)]
 pub struct Demo {
     /// Seconds of arrivals per point.
     pub duration: f64,

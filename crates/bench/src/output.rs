@@ -6,7 +6,7 @@ use std::path::Path;
 
 use sluice_control::optimal::optimal_goodput;
 use sluice_load::SecondRow;
-use sluice_report::files::{create_dir, csv_field, file_stem, write};
+use sluice_report::files::{create_dir, file_stem, write, CsvTable};
 use sluice_report::html::{write_page, Page, FILE};
 use sluice_report::plot::{line_chart, Axes, Series};
 
@@ -34,39 +34,64 @@ pub fn write_outputs(
     beta: Option<f64>,
 ) -> Result<Vec<String>, String> {
     create_dir(out)?;
-    let mut csv = String::from(
-        "experiment,variant,algorithm,seed,x,offered_load,goodput,goodput_cps,retrans_ratio,setup_delay_p50_ms,setup_delay_p99_ms,occupancy,reject_ratio,offered_load_measured,calls_offered,calls_good,re_queue_mean,re_dropped,capacity_cps,uac_retrans_sent,uas_2xx_retrans,goodput_with_180\n",
-    );
+    let mut csv = CsvTable::new([
+        "experiment",
+        "variant",
+        "algorithm",
+        "seed",
+        "x",
+        "offered_load",
+        "goodput",
+        "goodput_cps",
+        "retrans_ratio",
+        "setup_delay_p50_ms",
+        "setup_delay_p99_ms",
+        "occupancy",
+        "reject_ratio",
+        "offered_load_measured",
+        "calls_offered",
+        "calls_good",
+        "re_queue_mean",
+        "re_dropped",
+        "capacity_cps",
+        "uac_retrans_sent",
+        "uas_2xx_retrans",
+        "goodput_with_180",
+    ]);
     let o = |v: Option<f64>, prec: usize| v.map_or(String::new(), |v| format!("{v:.prec$}"));
     for p in points {
-        let _ = writeln!(
-            csv,
-            "{},{},{},0,{},{:.3},{:.4},{:.3},{:.4},{},{},{},{:.4},{:.4},{},{},,{},{:.1},{},{},{}",
-            csv_field(&p.experiment),
-            csv_field(&p.variant),
-            p.algorithm,
-            p.x,
-            p.x,
-            p.goodput,
-            p.goodput_cps,
-            p.retrans_ratio,
+        csv.row([
+            p.experiment.clone(),
+            p.variant.clone(),
+            p.algorithm.clone(),
+            "0".to_owned(),
+            p.x.to_string(),
+            format!("{:.3}", p.x),
+            format!("{:.4}", p.goodput),
+            format!("{:.3}", p.goodput_cps),
+            format!("{:.4}", p.retrans_ratio),
             o(p.setup_delay_p50_ms, 2),
             o(p.setup_delay_p99_ms, 2),
             o(p.occupancy, 4),
-            p.reject_ratio,
-            p.offered_load_measured,
-            p.calls_offered,
-            p.calls_good,
+            format!("{:.4}", p.reject_ratio),
+            format!("{:.4}", p.offered_load_measured),
+            p.calls_offered.to_string(),
+            p.calls_good.to_string(),
+            String::new(),
             p.proxy_dropped.map_or(String::new(), |d| d.to_string()),
-            p.capacity_cps,
-            p.uac_retransmissions_sent,
-            p.uas_2xx_retransmissions,
+            format!("{:.1}", p.capacity_cps),
+            p.uac_retransmissions_sent.to_string(),
+            p.uas_2xx_retransmissions.to_string(),
             o(p.goodput_with_180, 4),
-        );
+        ]);
     }
-    write(&out.join("summary.csv"), &csv)?;
+    write(&out.join("summary.csv"), &csv.into_text())?;
     let mut jsonl = String::new();
-    let mut series = format!("variant,x,source,{}\n", SecondRow::CSV_HEADER);
+    let mut series = CsvTable::new(
+        ["variant", "x", "source"]
+            .into_iter()
+            .chain(SecondRow::CSV_HEADER.split(',')),
+    );
     for p in points {
         let _ = writeln!(
             jsonl,
@@ -81,19 +106,18 @@ pub fn write_outputs(
         };
         for (source, rows) in sources {
             for r in rows {
-                let _ = writeln!(
-                    series,
-                    "{},{},{},{}",
-                    csv_field(&p.variant),
-                    p.x,
-                    csv_field(source),
-                    r.csv()
+                let x = p.x.to_string();
+                let row = r.csv();
+                series.row(
+                    [p.variant.as_str(), x.as_str(), source.as_str()]
+                        .into_iter()
+                        .chain(row.split(',')),
                 );
             }
         }
     }
     write(&out.join("points.jsonl"), &jsonl)?;
-    write(&out.join("series.csv"), &series)?;
+    write(&out.join("series.csv"), &series.into_text())?;
 
     let mut labels: Vec<&str> = Vec::new();
     for p in points {

@@ -32,7 +32,7 @@ pub fn fresh_run_token() -> u64 {
 pub fn sluice_proxy_command() -> Result<String, String> {
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
     Ok(format!(
-        "'{}' proxy --listen {{listen}} --next-hop {{next_hop}} --duration {{duration}}",
+        "'{}' proxy --listen {{listen}} --next-hop {{next_hop}} --duration {{duration}}s",
         exe.display()
     ))
 }

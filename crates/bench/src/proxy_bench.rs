@@ -4,7 +4,6 @@
 //! sluice's (in this process) or SIPp's (started per step, `tests/sipp/uac.xml` and
 //! `uas.xml`, which route ACK and BYE through the proxy).
 
-use std::fmt::Write as _;
 use std::fs;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -15,6 +14,7 @@ use std::time::Duration;
 use serde::Serialize;
 use sluice_load::shell::{self, Run, Stop};
 use sluice_load::{Schedule, UacConfig, UasConfig};
+use sluice_report::files::CsvTable;
 use sluice_report::html::{write_page, Page};
 
 use crate::console::{note, say, Console};
@@ -25,14 +25,15 @@ use crate::process::{
 use crate::sipp::{last_stats, stat};
 
 /// The load generator at both ends.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Generator {
     Sluice,
     Sipp,
 }
 
 /// `sluice bench proxy`'s settings; the CLI's `--help` explains each.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize)]
 pub struct ProxyBench {
     /// `sluice`, `kamailio`, `kamailio:N`, `none` or a command template.
     pub proxies: Vec<String>,
@@ -463,7 +464,7 @@ fn max_steps(args: &ProxyBench) -> u64 {
 
 pub fn bench_proxy(args: &ProxyBench, console: &dyn Console) -> Result<(), String> {
     if !(args.start > 0.0 && args.step > 0.0 && args.max >= args.start) {
-        return Err("need 0 < --start <= --max and --step > 0".into());
+        return Err("need 0 < --rate-start <= --rate-max and --rate-step > 0".into());
     }
     console.line(&step_header());
     if args.generator == Generator::Sipp {
@@ -511,33 +512,46 @@ pub fn bench_proxy(args: &ProxyBench, console: &dyn Console) -> Result<(), Strin
         fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
         let json = serde_json::to_string_pretty(&results).map_err(|e| e.to_string())?;
         fs::write(dir.join("bench_proxy.json"), format!("{json}\n")).map_err(|e| e.to_string())?;
-        let mut csv = String::from(
-            "proxy,rate,offered,successful,failed,unfinished,refused,retrans_sent,retrans_received,pdd_p50_ms,pdd_p99_ms,proxy_cpu,proxy_us_per_call,uac_cpu,uas_cpu,clean\n",
-        );
+        let mut csv = CsvTable::new([
+            "proxy",
+            "rate",
+            "offered",
+            "successful",
+            "failed",
+            "unfinished",
+            "refused",
+            "retrans_sent",
+            "retrans_received",
+            "pdd_p50_ms",
+            "pdd_p99_ms",
+            "proxy_cpu",
+            "proxy_us_per_call",
+            "uac_cpu",
+            "uas_cpu",
+            "clean",
+        ]);
         let o = |v: Option<f64>| v.map_or(String::new(), |v| format!("{v:.4}"));
         for s in results.iter().flat_map(|r| &r.steps) {
-            let _ = writeln!(
-                csv,
-                "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
-                s.proxy,
-                s.rate,
-                s.offered,
-                s.successful,
-                s.failed,
-                s.unfinished,
-                s.refused,
-                s.retransmissions_sent,
-                s.retransmissions_received,
+            csv.row([
+                s.proxy.clone(),
+                s.rate.to_string(),
+                s.offered.to_string(),
+                s.successful.to_string(),
+                s.failed.to_string(),
+                s.unfinished.to_string(),
+                s.refused.to_string(),
+                s.retransmissions_sent.to_string(),
+                s.retransmissions_received.to_string(),
                 o(s.pdd_p50_ms),
                 o(s.pdd_p99_ms),
                 o(s.proxy_cpu),
                 o(s.proxy_us_per_call),
                 o(s.uac_cpu),
                 o(s.uas_cpu),
-                s.clean
-            );
+                s.clean.to_string(),
+            ]);
         }
-        fs::write(dir.join("bench_proxy.csv"), csv).map_err(|e| e.to_string())?;
+        fs::write(dir.join("bench_proxy.csv"), csv.into_text()).map_err(|e| e.to_string())?;
         let notes = results
             .iter()
             .map(|r| match r.max_clean_rate {

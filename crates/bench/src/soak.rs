@@ -3,8 +3,8 @@
 //! grows.
 //!
 //! ```text
-//! sluice bench soak --control pi [--load 5] [--minutes 30] [--interval-s 60] [--warmup-s 120]
-//!     [--capacity 300] [--beta 8] [--hold 0] [--out soak-out/pi]
+//! sluice bench soak --control pi [--load 5] [--duration 30m] [--interval 60s] [--warmup 2m]
+//!     [--capacity 300] [--beta 8] [--hold 0s] [--out out/soak/pi]
 //! sluice bench soak --control win-cont [--ses 3] ...
 //! ```
 //!
@@ -12,21 +12,21 @@
 //! proxy built by [`crate::local::sluice_variant`]: UAC -> proxy -> UAS. A hop-by-hop
 //! variant (`win-cont`, `rate-abs/rate`, ...) runs the topology of [`crate::topology`]:
 //! one UAC per SE, UACs -> SEs -> RE -> UAS. Either way the offered load is `--load` times
-//! the (RE's) emulated capacity, for `--minutes` of arrivals. Every proxy is a child
+//! the (RE's) emulated capacity, for `--duration` of arrivals. Every proxy is a child
 //! process, `sluice proxy --config FILE` (the config beside the results, its output in
 //! `proxy-NAME.log`), so that its resident memory is its own; the UACs and the UAS are
 //! threads of this process. Everything is on 127.0.0.1 and stops by itself: the UACs after
 //! their arrivals and a 2 s drain, the proxies after their own `duration_s` even if this
 //! process dies.
 //!
-//! Every `--interval-s` one row: the calls the UACs offered and set up (ACK sent within
+//! Every `--interval` one row: the calls the UACs offered and set up (ACK sent within
 //! 10 s of the INVITE: goodput) and the 503s and timeouts they got in that interval, their
 //! retransmissions, the 2xx the UAS had to retransmit, and per proxy `VmRSS` from
 //! /proc/PID/status and the transactions it holds (its admin `/status`, on a loopback
 //! port). Rows are read 1.5 s after their interval ends, when the UACs have closed its last
 //! second.
 //!
-//! Verdict, over the intervals that start at or after `--warmup-s` (the first two minutes
+//! Verdict, over the intervals that start at or after `--warmup` (the first two minutes
 //! by default: the controller settles and the transaction tables fill to their steady
 //! level, BYE transactions lingering 32 s): goodput in every one within ±5 % of their mean,
 //! and each proxy's resident memory, its maximum and minimum, within ±10 % of its mean. The
@@ -47,7 +47,7 @@ use sluice_control::optimal::optimal_goodput;
 use sluice_load::shell::{self, Stop};
 use sluice_load::{Counts, Hold, Spacing, UacConfig, UasCounts};
 use sluice_proxy::ProxyConfig;
-use sluice_report::files::{create_dir, file_stem, replace, write};
+use sluice_report::files::{create_dir, file_stem, replace, write, CsvTable};
 use sluice_report::html::{write_page, ClaimRow, Page};
 use sluice_report::plot::{stacked_charts, Axes, Panel, Series};
 use sluice_sim::ArrivalProcess;
@@ -76,7 +76,7 @@ const DRAIN_S: f64 = 2.0;
 const SETTLE: Duration = Duration::from_millis(1500);
 
 /// `sluice bench soak`'s settings; the CLI's `--help` explains each.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize)]
 pub struct SoakConfig {
     /// A local control (`pi`, `POLICY:fifo`) or a hop-by-hop variant (`win-cont`,
     /// `ALGORITHM/WIRE`).
@@ -99,7 +99,7 @@ pub struct SoakConfig {
     pub ses: usize,
     /// Seconds between ACK and BYE.
     pub hold: f64,
-    /// Where the files go (`None`: `soak-out/CONTROL`).
+    /// Where the files go (`None`: [`default_out`]).
     pub out: Option<PathBuf>,
     /// The `sluice` executable whose `proxy` subcommand runs the proxies (`None`: this
     /// process's own executable).
@@ -142,6 +142,11 @@ struct Plan {
     /// The first interval (0-based) the verdict counts.
     first_counted: u64,
     out: PathBuf,
+}
+
+/// Where a soak of `control` writes unless told: `out/soak/CONTROL`.
+pub fn default_out(control: &str) -> PathBuf {
+    Path::new("out/soak").join(file_stem(control.trim()))
 }
 
 fn plan(args: &SoakConfig) -> Result<Plan, String> {
@@ -193,7 +198,7 @@ fn plan(args: &SoakConfig) -> Result<Plan, String> {
         return Err(format!("{spec}: no emulated capacity"));
     }
     if interval_s == 0 {
-        return Err("--interval-s must be at least 1".into());
+        return Err("--interval must be at least 1s".into());
     }
     let total_s = minutes * 60.0;
     let intervals = (total_s / interval_s as f64).round();
@@ -202,25 +207,22 @@ fn plan(args: &SoakConfig) -> Result<Plan, String> {
         || (intervals * interval_s as f64 - total_s).abs() > 1e-6
     {
         return Err(format!(
-            "--minutes {minutes} must be a positive whole number of --interval-s {interval_s} s intervals"
+            "--duration {total_s} s must be a positive whole number of --interval {interval_s} s intervals"
         ));
     }
     let intervals = intervals as u64;
     if intervals > MAX_INTERVALS {
         return Err(format!(
-            "{intervals} intervals: at most {MAX_INTERVALS} (a longer --interval-s)"
+            "{intervals} intervals: at most {MAX_INTERVALS} (a longer --interval)"
         ));
     }
     let first_counted = warmup_s.div_ceil(interval_s);
     if first_counted >= intervals {
         return Err(format!(
-            "--warmup-s {warmup_s} leaves no interval to judge in {minutes} minutes"
+            "--warmup {warmup_s}s leaves no interval to judge in {total_s} s"
         ));
     }
-    let out = args
-        .out
-        .clone()
-        .unwrap_or_else(|| Path::new("soak-out").join(file_stem(spec)));
+    let out = args.out.clone().unwrap_or_else(|| default_out(spec));
     Ok(Plan {
         setup,
         capacity,
@@ -461,7 +463,6 @@ fn run(
     }
     let mut proxies = started?;
     let names = proxies.names.clone();
-    let header = csv_header(&names);
     say!(
         console,
         "offered and goodput: calls/s; 503, timeout and retrans (the UACs'), 2xx rt (the UAS's): in the interval"
@@ -563,10 +564,7 @@ fn run(
                 say!(console, "{}", table_line(&row, interval_s, plan.capacity));
                 console.advance();
                 rows.push(row);
-                let mut csv = header.clone();
-                for r in &rows {
-                    csv_line(&mut csv, r, interval_s, plan.capacity);
-                }
+                let csv = soak_csv(&names, &rows, interval_s, plan.capacity);
                 replace(&plan.out.join("soak.csv"), csv.as_bytes())
             });
             if let Err(e) = written {
@@ -648,44 +646,57 @@ fn read_row(
     Ok(row)
 }
 
-fn csv_header(names: &[String]) -> String {
-    let mut h = String::from(
-        "interval,end_s,minute,counted,offered_cps,goodput_cps,goodput_norm,rejected_503,timeouts,uac_retransmissions,uas_2xx_retransmissions",
+/// soak.csv: a row per interval, then per proxy its resident memory and transactions.
+fn soak_csv(names: &[String], rows: &[Row], interval_s: u64, capacity: f64) -> String {
+    let mut csv = CsvTable::new(
+        [
+            "interval",
+            "end_s",
+            "minute",
+            "counted",
+            "offered_cps",
+            "goodput_cps",
+            "goodput_norm",
+            "rejected_503",
+            "timeouts",
+            "uac_retransmissions",
+            "uas_2xx_retransmissions",
+        ]
+        .map(str::to_owned)
+        .into_iter()
+        .chain(names.iter().map(|n| format!("rss_mib_{n}")))
+        .chain(names.iter().map(|n| format!("transactions_{n}"))),
     );
-    for n in names {
-        let _ = write!(h, ",rss_mib_{n}");
+    for r in rows {
+        let c = &r.calls;
+        csv.row(
+            [
+                r.interval.to_string(),
+                r.end_s.to_string(),
+                format!("{:.3}", r.end_s as f64 / 60.0),
+                u8::from(r.counted).to_string(),
+                format!("{:.2}", c.offered as f64 / interval_s as f64),
+                format!("{:.2}", r.goodput_cps(interval_s)),
+                format!("{:.4}", r.goodput_cps(interval_s) / capacity),
+                c.failed.rejected_503.to_string(),
+                c.failed.timeout.to_string(),
+                c.retransmissions_sent.total().to_string(),
+                r.uas_2xx_retransmissions.to_string(),
+            ]
+            .into_iter()
+            .chain(
+                r.rss_mib
+                    .iter()
+                    .map(|m| m.map_or(String::new(), |m| format!("{m:.2}"))),
+            )
+            .chain(
+                r.transactions
+                    .iter()
+                    .map(|t| t.map_or(String::new(), |t| t.to_string())),
+            ),
+        );
     }
-    for n in names {
-        let _ = write!(h, ",transactions_{n}");
-    }
-    h.push('\n');
-    h
-}
-
-fn csv_line(csv: &mut String, r: &Row, interval_s: u64, capacity: f64) {
-    let c = &r.calls;
-    let _ = write!(
-        csv,
-        "{},{},{:.3},{},{:.2},{:.2},{:.4},{},{},{},{}",
-        r.interval,
-        r.end_s,
-        r.end_s as f64 / 60.0,
-        u8::from(r.counted),
-        c.offered as f64 / interval_s as f64,
-        r.goodput_cps(interval_s),
-        r.goodput_cps(interval_s) / capacity,
-        c.failed.rejected_503,
-        c.failed.timeout,
-        c.retransmissions_sent.total(),
-        r.uas_2xx_retransmissions,
-    );
-    for m in &r.rss_mib {
-        let _ = write!(csv, ",{}", m.map_or(String::new(), |m| format!("{m:.2}")));
-    }
-    for t in &r.transactions {
-        let _ = write!(csv, ",{}", t.map_or(String::new(), |t| t.to_string()));
-    }
-    csv.push('\n');
+    csv.into_text()
 }
 
 fn table_line(r: &Row, interval_s: u64, capacity: f64) -> String {
@@ -850,7 +861,7 @@ fn verdict_text(v: &Verdict, plan: &Plan, args: &SoakConfig) -> String {
             };
             let _ = writeln!(
                 t,
-                "counted: intervals {first} to {last} ({} s to {} s); {warm} (--warmup-s {})",
+                "counted: intervals {first} to {last} ({} s to {} s); {warm} (--warmup {}s)",
                 (first - 1) * secs,
                 last * secs,
                 args.warmup_s
@@ -1079,7 +1090,7 @@ mod tests {
         assert!((p.capacity - 300.0).abs() < 0.5, "{}", p.capacity);
         let g = p.optimal.unwrap();
         assert!((g - optimal_goodput(5.0, 8.0, TARGET_CPU)).abs() < 1e-12);
-        assert_eq!(p.out, Path::new("soak-out/pi"));
+        assert_eq!(p.out, Path::new("out/soak/pi"));
         let hop = plan(&SoakConfig {
             control: "win-cont".into(),
             ..SoakConfig::default()

@@ -11,8 +11,8 @@
 //!
 //! ```text
 //! sluice bench overload --ses 3 [--variants none,rate-abs/rate,rate-abs/loss,win-disc,win-cont,win-auto]
-//!     [--capacity 300] [--loads 1,2,4,8,10] [--duration 20 --warmup 5]
-//! sluice bench overload --experiment experiments/shen2008-fig21.toml [--loads 1,2,4,8,10] [--duration 100 --warmup 20]
+//!     [--capacity 300] [--loads 1,2,4,8,10] [--duration 20s --warmup 5s]
+//! sluice bench overload --experiment experiments/shen2008-fig21.toml [--loads 1,2,4,8,10] [--duration 100s --warmup 20s]
 //! ```
 //!
 //! A variant is `ALGORITHM[/WIRE]`: the RE's feedback algorithm (win-disc, win-cont,
@@ -67,7 +67,7 @@
 //! at 2/4/8/10x by the paper's rule (`w/180`). In the measurement window no feedback
 //! variant sent a 2xx retransmission at 10x; over the whole point rate-abs sent ~900-1000
 //! in its first seconds (the SEs' clients start unlimited). Setup p99 at 10x (window) is
-//! 200-460 ms with D_B = 200 ms; with `--budget-delay-ms 50` win-cont gives 50 ms and
+//! 200-460 ms with D_B = 200 ms; with `--budget-delay 50ms` win-cont gives 50 ms and
 //! rate-abs as `rate` 58 ms, at a cost at 1x (rate-abs 0.86, win-disc 0.74).
 //!
 //! fig21 live vs simulated (loads 1-10, load average 0.0-0.7): with the same
@@ -84,7 +84,7 @@
 //!
 //! The comparison counts live calls by the paper's rule (`w/180`), as the simulator does.
 //!
-//! Links: with `--link-delay-ms`, `--link-loss` or `--link-jitter-ms`, or an experiment
+//! Links: with `--link-delay`, `--link-loss` or `--link-jitter`, or an experiment
 //! whose `[link]` impairs, a `sluice-impair` relay sits on every hop (see `Wiring` for
 //! which address each node names so that every message crosses it both ways); the flags
 //! set the simulator's links too (jitter is live only). Each point prints what the relays
@@ -104,7 +104,7 @@ use sluice_impair::{
 use sluice_load::shell;
 use sluice_load::{Counts, Hold, SecondRow, Spacing, UacConfig, UacSummary};
 use sluice_proxy::{ProxyConfig, ProxyReport};
-use sluice_report::files::{csv_field, write};
+use sluice_report::files::{write, CsvTable};
 use sluice_report::html::{ClaimRow, Page};
 use sluice_report::plot::{line_chart, Axes, Series};
 use sluice_sim::experiment::{Experiment, Kind, Overrides};
@@ -1151,26 +1151,34 @@ pub fn compare(sim: &[(&str, f64, RunReport)], live: &[PointResult]) -> Vec<Comp
 
 /// `comparison.csv`: a row per compared point.
 pub fn comparison_csv(rows: &[Comparison]) -> String {
-    let mut csv =
-        String::from("variant,x,live_goodput,sim_goodput,abs_diff,pass,sim_setup_p99_ms,sim_retrans_ratio,sim_occupancy,sim_reject_ratio\n");
+    let mut csv = CsvTable::new([
+        "variant",
+        "x",
+        "live_goodput",
+        "sim_goodput",
+        "abs_diff",
+        "pass",
+        "sim_setup_p99_ms",
+        "sim_retrans_ratio",
+        "sim_occupancy",
+        "sim_reject_ratio",
+    ]);
     for c in rows {
         let r = &c.sim;
-        let _ = writeln!(
-            csv,
-            "{},{},{:.4},{:.4},{:.4},{},{:.2},{:.4},{:.4},{:.4}",
-            csv_field(&c.variant),
-            c.x,
-            c.live,
-            r.goodput,
-            c.diff(),
-            c.pass(),
-            r.setup_delay_p99_ms,
-            r.retrans_ratio,
-            r.occupancy,
-            r.reject_ratio
-        );
+        csv.row([
+            c.variant.clone(),
+            c.x.to_string(),
+            format!("{:.4}", c.live),
+            format!("{:.4}", r.goodput),
+            format!("{:.4}", c.diff()),
+            c.pass().to_string(),
+            format!("{:.2}", r.setup_delay_p99_ms),
+            format!("{:.4}", r.retrans_ratio),
+            format!("{:.4}", r.occupancy),
+            format!("{:.4}", r.reject_ratio),
+        ]);
     }
-    csv
+    csv.into_text()
 }
 
 /// Runs the experiment's variants in the simulator at the live loads and capacity, and

@@ -198,6 +198,31 @@ fn three_shards_merged_are_the_unsharded_sweep_byte_for_byte() {
     .unwrap();
     let err = merge(&[shards[0].clone(), changed, shards[2].clone()]).unwrap_err();
     assert!(err.contains("different experiments"), "{err}");
+
+    // `--set` is an override the shards record: shards with one merge into the experiment
+    // it makes, and do not mix with shards without it.
+    let set = Overrides {
+        set: vec!["sweep.offered_load=[0.5, 3.0]".into()],
+        ..Overrides::default()
+    };
+    let e = Experiment::from_toml(SWEEP, &set).unwrap();
+    let with_set: Vec<PathBuf> = (1..=3)
+        .map(|i| {
+            let dir = root.path().join(format!("sweep-set{i}"));
+            run_shard(&e, SWEEP, &set, Shard::new(i, 3).unwrap(), 1, &dir, &Quiet).unwrap();
+            dir
+        })
+        .collect();
+    let merged = merge(&with_set).unwrap();
+    assert_eq!(merged.overrides.set, set.set);
+    assert_eq!(merged.experiment.points.len(), e.points.len());
+    let xs: Vec<f64> = merged.experiment.points.iter().map(|p| p.x).collect();
+    assert_eq!(xs, e.points.iter().map(|p| p.x).collect::<Vec<_>>());
+    let err = merge(&[shards[0].clone(), with_set[1].clone(), shards[2].clone()]).unwrap_err();
+    assert!(
+        err.contains("different overrides") && err.contains("sweep.offered_load=[0.5, 3.0]"),
+        "{err}"
+    );
     // A folder that is not a shard's.
     let err = merge(&[whole]).unwrap_err();
     assert!(err.contains("not a shard's output"), "{err}");

@@ -2,6 +2,7 @@
 //! `sluice-bench`), their flags and what they print.
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 use clap::{Args, Subcommand, ValueEnum};
 use sluice_bench::beta::{bench_beta, Beta};
@@ -11,9 +12,11 @@ use sluice_bench::overload::bench_overload;
 use sluice_bench::parallel::cores;
 use sluice_bench::proxy_bench::{bench_proxy, Generator, ProxyBench};
 use sluice_bench::sim_bench::{bench_sim, SimBench};
-use sluice_bench::soak::{bench_soak, SoakConfig};
+use sluice_bench::soak::{bench_soak, default_out as soak_out, SoakConfig};
 
+use crate::meta::{self, Meta};
 use crate::terminal::Terminal;
+use crate::units::{millis, parse_duration, whole_micros, whole_millis, whole_seconds};
 
 #[derive(Subcommand, Debug)]
 pub enum BenchCommand {
@@ -40,9 +43,9 @@ pub enum BenchCommand {
 
 #[derive(Args, Debug)]
 pub struct SimBenchArgs {
-    /// Simulated seconds of the single-core runs.
-    #[arg(long, default_value_t = 120.0)]
-    duration: f64,
+    /// Simulated time of the single-core runs.
+    #[arg(long, default_value = "120s", value_parser = parse_duration)]
+    duration: Duration,
     /// Parallel runs for the sweep (default: the number of cores).
     #[arg(long)]
     jobs: Option<usize>,
@@ -51,9 +54,12 @@ pub struct SimBenchArgs {
     skip_sweep: bool,
 }
 
+/// The load generator of `bench proxy`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum GeneratorArg {
+    /// sluice's own UAC and UAS.
     Sluice,
+    /// SIPp at both ends.
     Sipp,
 }
 
@@ -62,26 +68,27 @@ pub struct ProxyBenchArgs {
     /// Proxy under test, repeatable to compare in one run: `sluice` (this binary's
     /// `sluice proxy`), `kamailio` or `kamailio:N` (tests/kamailio/proxy.cfg with N worker
     /// processes), or a command line with the placeholders {listen}, {next_hop},
-    /// {listen_port}, {next_hop_port} and {duration} (run with `sh -c`); `none` calls the UAS
-    /// directly (the generator's own maximum).
+    /// {listen_port}, {next_hop_port} and {duration} (whole seconds, a bare number: sluice
+    /// takes `--duration {duration}s`; run with `sh -c`); `none` calls the UAS directly (the
+    /// generator's own maximum).
     #[arg(long = "proxy", default_value = "sluice")]
     pub proxies: Vec<String>,
     /// First call rate, calls/s.
     #[arg(long, default_value_t = 500.0)]
-    pub start: f64,
+    pub rate_start: f64,
     /// Rate increase per step, calls/s.
     #[arg(long, default_value_t = 500.0)]
-    pub step: f64,
-    /// Highest rate tried.
+    pub rate_step: f64,
+    /// Highest rate tried, calls/s.
     #[arg(long, default_value_t = 30_000.0)]
-    pub max: f64,
-    /// Seconds of calls per step.
-    #[arg(long, default_value_t = 4.0)]
-    pub step_secs: f64,
-    /// Seconds a step waits for its calls to finish; calls still running then count against
-    /// the step.
-    #[arg(long, default_value_t = 3.0)]
-    pub drain: f64,
+    pub rate_max: f64,
+    /// How long each step places calls.
+    #[arg(long, default_value = "4s", value_parser = parse_duration)]
+    pub step: Duration,
+    /// How long a step waits for its calls to finish; calls still running then count
+    /// against the step.
+    #[arg(long, default_value = "3s", value_parser = parse_duration)]
+    pub drain: Duration,
     /// Load generator at both ends: sluice (`load uac`/`load uas` in this process) or SIPp
     /// (the scenarios in --sipp-scenarios, a SIPp UAS and UAC per step).
     #[arg(long, value_enum, default_value_t = GeneratorArg::Sluice)]
@@ -92,9 +99,9 @@ pub struct ProxyBenchArgs {
     /// Kamailio config for the `kamailio` proxy.
     #[arg(long, default_value = "tests/kamailio/proxy.cfg")]
     pub kamailio_cfg: PathBuf,
-    /// Directory for bench_proxy.csv and bench_proxy.json.
-    #[arg(long)]
-    pub out: Option<PathBuf>,
+    /// Output folder for bench_proxy.csv and bench_proxy.json.
+    #[arg(long, default_value = "out/bench-proxy")]
+    pub out: PathBuf,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -103,12 +110,12 @@ pub struct OverloadArgs {
     /// experiment's sweep with --experiment).
     #[arg(long, value_delimiter = ',')]
     pub loads: Option<Vec<f64>>,
-    /// Seconds of arrivals per point.
-    #[arg(long, default_value_t = 20.0)]
-    pub duration: f64,
-    /// Seconds at the start of each point not counted (default: a quarter of --duration).
-    #[arg(long)]
-    pub warmup: Option<f64>,
+    /// How long each point's calls arrive.
+    #[arg(long, default_value = "20s", value_parser = parse_duration)]
+    pub duration: Duration,
+    /// The start of each point that is not counted (default: a quarter of --duration).
+    #[arg(long, value_parser = parse_duration)]
+    pub warmup: Option<Duration>,
     /// sluice local controls to run, comma-separated (none, threshold, ohta, occ, red, pi,
     /// latency-bucket); an empty list runs only --proxy-cmd.
     /// `POLICY:fifo` runs it in the proxy's plain structure (one FIFO for every message)
@@ -119,10 +126,10 @@ pub struct OverloadArgs {
     /// 1/capacity minus what the other messages of a call cost.
     #[arg(long, default_value_t = 300.0)]
     pub capacity: f64,
-    /// Emulated cost of every message other than an INVITE, microseconds (0: De Cicco et
-    /// al.'s model, where only INVITEs cost).
-    #[arg(long, default_value_t = 0)]
-    pub cost_other_us: u64,
+    /// Emulated cost of every message other than an INVITE, whole microseconds (0s: De
+    /// Cicco et al.'s model, where only INVITEs cost).
+    #[arg(long, default_value = "0s", value_parser = parse_duration)]
+    pub cost_other: Duration,
     /// `β`: a forwarded call's emulated cost over a rejected call's (sets cost_reject_us).
     /// The default is near sluice's own: `sluice bench beta` measures it (its process's
     /// CPU per forwarded call over per rejected call at native speed: 4.7 to 7.7 here at
@@ -146,11 +153,11 @@ pub struct OverloadArgs {
     /// `control` tables and `re` settings map onto the proxy's config).
     #[arg(long)]
     pub experiment: Option<PathBuf>,
-    /// Call holding time, seconds (BYE this long after the ACK).
-    #[arg(long, default_value_t = 0.0)]
-    pub hold: f64,
-    /// Output directory for summary.csv, points.jsonl, series.csv and the SVGs.
-    #[arg(long, default_value = "overload-out")]
+    /// Call holding time (BYE this long after the ACK).
+    #[arg(long, default_value = "0s", value_parser = parse_duration)]
+    pub hold: Duration,
+    /// Output folder for summary.csv, points.jsonl, series.csv and the SVGs.
+    #[arg(long, default_value = "out/overload")]
     pub out: PathBuf,
     /// Who places the calls: sluice's UAC, SIPp (--sipp-scenario, measured the same way),
     /// both one after the other at every point, or `split`: both in the same run, each
@@ -168,46 +175,49 @@ pub struct OverloadArgs {
     #[arg(long)]
     pub ses: Option<usize>,
     /// Topology: the RE's queueing-delay budget D_B for win-disc, win-cont and rate-abs,
-    /// and win-auto's delay binding, milliseconds (default: the variant's, Table 2's
-    /// 200 ms D_B and no binding). The RE lets its queue hold about this much work, so it
+    /// and win-auto's delay binding, whole milliseconds (default: the variant's, Table 2's
+    /// 200ms D_B and no binding). The RE lets its queue hold about this much work, so it
     /// bounds the setup delay the feedback aims for.
-    #[arg(long)]
-    pub budget_delay_ms: Option<u64>,
-    /// Topology: the SEs' RFC 7415 tolerance τ, milliseconds: how much of a burst above the
-    /// fed-back rate an SE lets through. Default: the SE configuration's
+    #[arg(long, value_parser = parse_duration)]
+    pub budget_delay: Option<Duration>,
+    /// Topology: the SEs' RFC 7415 tolerance τ, whole milliseconds: how much of a burst
+    /// above the fed-back rate an SE lets through. Default: the SE configuration's
     /// `overload.client.rate_tau_ms` (20); the simulator's SEs run with the same value.
-    #[arg(long)]
-    pub se_rate_tau_ms: Option<u64>,
+    #[arg(long, value_parser = parse_duration)]
+    pub se_rate_tau: Option<Duration>,
     /// A dynamic experiment (load schedules, e.g. shen2008-fig27-31) in the topology: its
     /// schedule's times are multiplied by this (0.25 runs the 1600 s pattern in 400 s);
     /// SIP's timers are not scaled.
     #[arg(long, default_value_t = 1.0)]
     pub time_scale: f64,
-    /// Topology with --experiment: simulated seconds per point of the simulator's run of
+    /// Topology with --experiment: simulated time per point of the simulator's run of
     /// the same experiment, the first fifth warm-up (default: the live point's --duration
     /// and --warmup, so both measure the same window of the same start-up).
-    #[arg(long)]
-    pub sim_duration: Option<f64>,
+    #[arg(long, value_parser = parse_duration)]
+    pub sim_duration: Option<Duration>,
     /// Topology: a relay on every hop (UAC -> SE, SE -> RE, RE -> UAS) delays each
-    /// datagram this many milliseconds, each way (default: the experiment's `[link]`
-    /// table, or no relays). The simulator's links get the same.
-    #[arg(long)]
-    pub link_delay_ms: Option<f64>,
+    /// datagram this long, each way (default: the experiment's `[link]` table, or no
+    /// relays). The simulator's links get the same.
+    #[arg(long, value_parser = parse_duration)]
+    pub link_delay: Option<Duration>,
     /// Topology: the relays lose each datagram with this probability, each way (default:
     /// the experiment's `[link]`). The simulator's links get the same.
     #[arg(long)]
     pub link_loss: Option<f64>,
-    /// Topology: uniform jitter of ± this many milliseconds on the relays' delay, order
-    /// kept (live only: the simulator's links have none).
-    #[arg(long, default_value_t = 0.0)]
-    pub link_jitter_ms: f64,
+    /// Topology: uniform jitter of ± this much on the relays' delay, order kept (live
+    /// only: the simulator's links have none).
+    #[arg(long, default_value = "0s", value_parser = parse_duration)]
+    pub link_jitter: Duration,
 }
 
 /// The calling side of a point.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum CallerArg {
+    /// sluice's UAC.
     Sluice,
+    /// SIPp with --sipp-scenario.
     Sipp,
+    /// Each of them in turn at every point.
     Both,
     /// sluice's UAC and SIPp at once, half the offered load each. A collapsing proxy
     /// oscillates over tens of seconds, so two runs of one generator differ by more than
@@ -228,16 +238,16 @@ pub struct SoakArgs {
     /// Offered load, a multiple of the (RE's) emulated capacity.
     #[arg(long = "load", visible_alias = "x", default_value_t = 5.0)]
     pub load: f64,
-    /// Minutes of arrivals (a whole number of intervals).
-    #[arg(long, default_value_t = 30.0)]
-    pub minutes: f64,
-    /// Seconds per row of soak.csv.
-    #[arg(long, default_value_t = 60)]
-    pub interval_s: u64,
-    /// Seconds at the start that the verdict leaves out: intervals starting earlier are
-    /// warm-up.
-    #[arg(long, default_value_t = 120)]
-    pub warmup_s: u64,
+    /// How long calls arrive (a whole number of intervals).
+    #[arg(long, default_value = "30m", value_parser = parse_duration)]
+    pub duration: Duration,
+    /// The time per row of soak.csv, whole seconds.
+    #[arg(long, default_value = "60s", value_parser = parse_duration)]
+    pub interval: Duration,
+    /// The start that the verdict leaves out (whole seconds): intervals starting earlier
+    /// are warm-up.
+    #[arg(long, default_value = "2m", value_parser = parse_duration)]
+    pub warmup: Duration,
     /// Emulated capacity, calls/s (the single proxy's, or the RE's).
     #[arg(long, default_value_t = 300.0)]
     pub capacity: f64,
@@ -246,16 +256,17 @@ pub struct SoakArgs {
     /// goodput to judge its steadiness).
     #[arg(long, default_value_t = 8.0)]
     pub beta: f64,
-    /// Local controls: emulated cost of every message other than an INVITE, microseconds.
-    #[arg(long, default_value_t = 0)]
-    pub cost_other_us: u64,
+    /// Local controls: emulated cost of every message other than an INVITE, whole
+    /// microseconds.
+    #[arg(long, default_value = "0s", value_parser = parse_duration)]
+    pub cost_other: Duration,
     /// Hop-by-hop: SEs in front of the RE, one UAC each.
     #[arg(long, default_value_t = 3)]
     pub ses: usize,
-    /// Call holding time, seconds (BYE this long after the ACK).
-    #[arg(long, default_value_t = 0.0)]
-    pub hold: f64,
-    /// Output directory (default soak-out/CONTROL).
+    /// Call holding time (BYE this long after the ACK).
+    #[arg(long, default_value = "0s", value_parser = parse_duration)]
+    pub hold: Duration,
+    /// Output folder (default out/soak/CONTROL).
     #[arg(long)]
     pub out: Option<PathBuf>,
 }
@@ -266,25 +277,25 @@ pub struct BetaArgs {
     /// fails or retransmits measures a collapse, not a cost).
     #[arg(long, default_value_t = 2000.0)]
     pub rate: f64,
-    /// Seconds of calls per run.
-    #[arg(long, default_value_t = 8.0)]
-    pub secs: f64,
+    /// How long each run places calls.
+    #[arg(long, default_value = "8s", value_parser = parse_duration)]
+    pub duration: Duration,
     /// Also measure Kamailio with `--kamailio-cfg` (tests/kamailio/ratelimit.cfg, one worker).
     #[arg(long)]
     pub kamailio: bool,
     /// Kamailio config with the ratelimit module and an `RL_PIPE` define.
     #[arg(long, default_value = "tests/kamailio/ratelimit.cfg")]
     pub kamailio_cfg: PathBuf,
-    /// Directory for beta.json.
-    #[arg(long)]
-    pub out: Option<PathBuf>,
+    /// Output folder for beta.json.
+    #[arg(long, default_value = "out/beta")]
+    pub out: PathBuf,
 }
 
 #[derive(Args, Debug)]
 pub struct DemoArgs {
-    /// Seconds of arrivals per point (6 points: no control and PI at 1x, 2x, 4x).
-    #[arg(long, default_value_t = 8.0)]
-    pub duration: f64,
+    /// How long each point's calls arrive (6 points: no control and PI at 1x, 2x, 4x).
+    #[arg(long, default_value = "8s", value_parser = parse_duration)]
+    pub duration: Duration,
     /// Emulated capacity, calls/s.
     #[arg(long, default_value_t = 300.0)]
     pub capacity: f64,
@@ -294,8 +305,8 @@ pub struct DemoArgs {
     /// 4.4 nothing local holds 4x.
     #[arg(long, default_value_t = 8.0)]
     pub beta: f64,
-    /// Where the table's CSV and the SVG go.
-    #[arg(long, default_value = "demo-out")]
+    /// Output folder for the table's CSV and the SVG.
+    #[arg(long, default_value = "out/demo")]
     pub out: PathBuf,
 }
 
@@ -303,75 +314,87 @@ pub fn run(command: &BenchCommand) -> Result<(), String> {
     match command {
         BenchCommand::Sim(a) => bench_sim(
             &SimBench {
-                duration: a.duration,
+                duration: a.duration.as_secs_f64(),
                 jobs: a.jobs.unwrap_or_else(cores),
                 skip_sweep: a.skip_sweep,
             },
             &Terminal::new("runs"),
         ),
-        BenchCommand::Proxy(a) => bench_proxy(
-            &ProxyBench {
+        BenchCommand::Proxy(a) => {
+            let bench = ProxyBench {
                 proxies: a.proxies.clone(),
-                start: a.start,
-                step: a.step,
-                max: a.max,
-                step_secs: a.step_secs,
-                drain: a.drain,
+                start: a.rate_start,
+                step: a.rate_step,
+                max: a.rate_max,
+                step_secs: a.step.as_secs_f64(),
+                drain: a.drain.as_secs_f64(),
                 generator: match a.generator {
                     GeneratorArg::Sluice => Generator::Sluice,
                     GeneratorArg::Sipp => Generator::Sipp,
                 },
                 sipp_scenarios: a.sipp_scenarios.clone(),
                 kamailio_cfg: a.kamailio_cfg.clone(),
-                out: a.out.clone(),
-            },
-            &Terminal::new("rate steps"),
-        ),
-        BenchCommand::Overload(a) => bench_overload(&overload_config(a), &Terminal::new("points")),
-        BenchCommand::Beta(a) => bench_beta(
-            &Beta {
+                out: Some(a.out.clone()),
+            };
+            let meta = Meta::live(&bench)?;
+            bench_proxy(&bench, &Terminal::new("rate steps"))?;
+            meta::write(&a.out, &meta)
+        }
+        BenchCommand::Overload(a) => {
+            let config = overload_config(a)?;
+            let meta = Meta::live(&config)?;
+            bench_overload(&config, &Terminal::new("points"))?;
+            meta::write(&a.out, &meta)
+        }
+        BenchCommand::Beta(a) => {
+            let beta = Beta {
                 rate: a.rate,
-                secs: a.secs,
+                secs: a.duration.as_secs_f64(),
                 kamailio: a.kamailio,
                 kamailio_cfg: a.kamailio_cfg.clone(),
-                out: a.out.clone(),
-            },
-            &Terminal::new("runs"),
-        ),
-        BenchCommand::Soak(a) => bench_soak(
-            &SoakConfig {
+                out: Some(a.out.clone()),
+            };
+            let meta = Meta::live(&beta)?;
+            bench_beta(&beta, &Terminal::new("runs"))?;
+            meta::write(&a.out, &meta)
+        }
+        BenchCommand::Soak(a) => {
+            let out = a.out.clone().unwrap_or_else(|| soak_out(&a.control));
+            let soak = SoakConfig {
                 control: a.control.clone(),
                 load: a.load,
-                minutes: a.minutes,
-                interval_s: a.interval_s,
-                warmup_s: a.warmup_s,
+                minutes: a.duration.as_secs_f64() / 60.0,
+                interval_s: whole_seconds("--interval", a.interval)?,
+                warmup_s: whole_seconds("--warmup", a.warmup)?,
                 capacity: a.capacity,
                 beta: a.beta,
-                cost_other_us: a.cost_other_us,
+                cost_other_us: whole_micros("--cost-other", a.cost_other)?,
                 ses: a.ses,
-                hold: a.hold,
-                out: a.out.clone(),
+                hold: a.hold.as_secs_f64(),
+                out: Some(out.clone()),
                 proxy_exe: None,
-            },
-            &Terminal::new("intervals"),
-        ),
+            };
+            let meta = Meta::live(&soak)?;
+            bench_soak(&soak, &Terminal::new("intervals"))?;
+            meta::write(&out, &meta)
+        }
     }
 }
 
-fn overload_config(a: &OverloadArgs) -> OverloadConfig {
-    OverloadConfig {
+fn overload_config(a: &OverloadArgs) -> Result<OverloadConfig, String> {
+    Ok(OverloadConfig {
         loads: a.loads.clone(),
-        duration: a.duration,
-        warmup: a.warmup,
+        duration: a.duration.as_secs_f64(),
+        warmup: a.warmup.map(|d| d.as_secs_f64()),
         variants: a.variants.clone(),
         capacity: a.capacity,
-        cost_other_us: a.cost_other_us,
+        cost_other_us: whole_micros("--cost-other", a.cost_other)?,
         beta: a.beta,
         proxy_cmd: a.proxy_cmd.clone(),
         proxy_label: a.proxy_label.clone(),
         proxy_capacity: a.proxy_capacity,
         experiment: a.experiment.clone(),
-        hold: a.hold,
+        hold: a.hold.as_secs_f64(),
         out: a.out.clone(),
         generator: match a.generator {
             CallerArg::Sluice => Caller::Sluice,
@@ -381,23 +404,31 @@ fn overload_config(a: &OverloadArgs) -> OverloadConfig {
         },
         sipp_scenario: a.sipp_scenario.clone(),
         ses: a.ses,
-        budget_delay_ms: a.budget_delay_ms,
-        se_rate_tau_ms: a.se_rate_tau_ms,
+        budget_delay_ms: a
+            .budget_delay
+            .map(|d| whole_millis("--budget-delay", d))
+            .transpose()?,
+        se_rate_tau_ms: a
+            .se_rate_tau
+            .map(|d| whole_millis("--se-rate-tau", d))
+            .transpose()?,
         time_scale: a.time_scale,
-        sim_duration: a.sim_duration,
-        link_delay_ms: a.link_delay_ms,
+        sim_duration: a.sim_duration.map(|d| d.as_secs_f64()),
+        link_delay_ms: a.link_delay.map(millis),
         link_loss: a.link_loss,
-        link_jitter_ms: a.link_jitter_ms,
-    }
+        link_jitter_ms: millis(a.link_jitter),
+    })
 }
 
 /// `sluice demo`.
 pub fn demo(a: &DemoArgs) -> Result<(), String> {
     let demo = Demo {
-        duration: a.duration,
+        duration: a.duration.as_secs_f64(),
         capacity: a.capacity,
         beta: a.beta,
         out: a.out.clone(),
     };
-    run_demo(&demo, &Terminal::new("points"))
+    let meta = Meta::live(&demo)?;
+    run_demo(&demo, &Terminal::new("points"))?;
+    meta::write(&a.out, &meta)
 }

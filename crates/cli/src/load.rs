@@ -11,6 +11,8 @@ use serde::Serialize;
 use sluice_load::shell::{self, Run, Stop};
 use sluice_load::{Hold, Schedule, SecondRow, Spacing, UacConfig, UacSummary, UasConfig};
 
+use crate::units::parse_duration;
+
 #[derive(Subcommand, Debug)]
 pub enum LoadCommand {
     /// Place calls (INVITE, ACK, hold, BYE) at a rate and measure goodput, failures,
@@ -20,15 +22,21 @@ pub enum LoadCommand {
     Uas(UasArgs),
 }
 
+/// How calls are spaced.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum ArrivalsArg {
+    /// Evenly, 1/rate apart.
     Constant,
+    /// A Poisson process at the rate.
     Poisson,
 }
 
+/// How long calls are held.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum HoldArg {
+    /// Every call for --hold.
     Constant,
+    /// Exponentially distributed with mean --hold.
     Exponential,
 }
 
@@ -47,32 +55,35 @@ pub struct UacArgs {
     /// `schedule = [[0, 100], [10, 300]]`.
     #[arg(long)]
     pub schedule: Option<String>,
+    /// How calls are spaced in time.
     #[arg(long, value_enum, default_value_t = ArrivalsArg::Constant)]
     pub arrivals: ArrivalsArg,
+    /// Seed of the random draws (Poisson arrivals, exponential holding times).
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
-    /// Stop starting calls after this many seconds.
-    #[arg(long)]
-    pub duration: Option<f64>,
+    /// Stop starting calls after this long.
+    #[arg(long, value_parser = parse_duration)]
+    pub duration: Option<Duration>,
     /// Stop after starting this many calls.
     #[arg(long)]
     pub calls: Option<u64>,
-    /// Seconds between ACK and BYE (the mean, with --hold-dist exponential).
-    #[arg(long, default_value_t = 0.0)]
-    pub hold: f64,
+    /// Time between ACK and BYE (the mean, with --hold-dist exponential).
+    #[arg(long, default_value = "0s", value_parser = parse_duration)]
+    pub hold: Duration,
+    /// How holding times are distributed.
     #[arg(long, value_enum, default_value_t = HoldArg::Constant)]
     pub hold_dist: HoldArg,
     /// Most calls in progress at once (calls due beyond it are refused and counted).
     #[arg(long, default_value_t = 100_000)]
     pub max_in_progress: usize,
-    /// Seconds to wait for calls in progress after the last one started.
-    #[arg(long, default_value_t = 40.0)]
-    pub drain_timeout: f64,
+    /// How long to wait for calls in progress after the last one started.
+    #[arg(long, default_value = "40s", value_parser = parse_duration)]
+    pub drain_timeout: Duration,
     /// Request-URI of the INVITEs (default: sip:service@TARGET).
     #[arg(long)]
     pub request_uri: Option<String>,
-    /// Directory for per_second.csv and summary.json (default: CSV rows on standard error,
-    /// the summary on standard output).
+    /// Output folder for per_second.csv and summary.json (default: none, CSV rows on
+    /// standard error and the summary on standard output).
     #[arg(long)]
     pub out: Option<PathBuf>,
     /// Exit with status 1 unless every call succeeded with no retransmission.
@@ -82,20 +93,22 @@ pub struct UacArgs {
 
 #[derive(Args, Debug, Clone)]
 pub struct UasArgs {
+    /// UDP address to answer on (port 0: any free port, printed on standard error).
     #[arg(long, default_value = "127.0.0.1:5060")]
     pub listen: SocketAddr,
-    /// Seconds to run (required: every load run stops by itself).
-    #[arg(long)]
-    pub duration: f64,
-    /// Milliseconds between the INVITE and the 200 OK.
-    #[arg(long, default_value_t = 0.0)]
-    pub answer_delay_ms: f64,
+    /// How long to run (required: every load run stops by itself).
+    #[arg(long, value_parser = parse_duration)]
+    pub duration: Duration,
+    /// Time between the INVITE and the 200 OK.
+    #[arg(long, default_value = "0s", value_parser = parse_duration)]
+    pub answer_delay: Duration,
     /// Probability of answering an INVITE with 503 (for testing).
     #[arg(long, default_value_t = 0.0)]
     pub reject_503: f64,
+    /// Seed of the --reject-503 draws.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
-    /// Directory for summary.json (default: standard output).
+    /// Output folder for summary.json (default: none, standard output only).
     #[arg(long)]
     pub out: Option<PathBuf>,
 }
@@ -110,14 +123,6 @@ pub fn run(command: &LoadCommand) -> Result<(), String> {
             Ok(())
         }
         LoadCommand::Uas(args) => run_uas(args),
-    }
-}
-
-fn seconds(what: &str, s: f64) -> Result<Duration, String> {
-    if s.is_finite() && (0.0..1e9).contains(&s) {
-        Ok(Duration::from_secs_f64(s))
-    } else {
-        Err(format!("{what} must be a number of seconds >= 0, not {s}"))
     }
 }
 
@@ -156,18 +161,15 @@ fn uac_config(args: &UacArgs) -> Result<UacConfig, String> {
         ArrivalsArg::Poisson => Spacing::Poisson,
     };
     cfg.seed = args.seed;
-    cfg.duration = args
-        .duration
-        .map(|d| seconds("--duration", d))
-        .transpose()?;
+    cfg.duration = args.duration;
     cfg.max_calls = args.calls;
-    let hold = seconds("--hold", args.hold)?;
+    let hold = args.hold;
     cfg.hold = match args.hold_dist {
         HoldArg::Constant => Hold::Constant(hold),
         HoldArg::Exponential => Hold::Exponential(hold),
     };
     cfg.max_in_progress = args.max_in_progress.max(1);
-    cfg.drain_timeout = seconds("--drain-timeout", args.drain_timeout)?;
+    cfg.drain_timeout = args.drain_timeout;
     if let Some(uri) = &args.request_uri {
         cfg.request_uri.clone_from(uri);
     }
@@ -244,11 +246,11 @@ fn run_uas(args: &UasArgs) -> Result<(), String> {
     // Tests and scripts read the port from this line when they listen on port 0.
     eprintln!("listening on {local}");
     let mut cfg = UasConfig::new(local);
-    cfg.answer_delay = seconds("--answer-delay-ms", args.answer_delay_ms / 1000.0)?;
+    cfg.answer_delay = args.answer_delay;
     cfg.reject_probability = args.reject_503;
     cfg.seed = args.seed;
     let stop = Stop {
-        after: Some(seconds("--duration", args.duration)?),
+        after: Some(args.duration),
         flag: None,
     };
     let run = shell::run_uas(socket, cfg, &stop).map_err(|e| format!("uas: {e}"))?;

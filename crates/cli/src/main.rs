@@ -7,6 +7,7 @@ use clap::{CommandFactory, Parser, Subcommand};
 mod bench;
 mod load;
 mod logging;
+mod meta;
 mod packaging;
 mod proxy;
 mod relay;
@@ -14,6 +15,10 @@ mod sim;
 mod sip;
 mod terminal;
 mod tune;
+mod units;
+
+#[cfg(test)]
+mod cli_tests;
 
 #[derive(Parser, Debug)]
 #[command(

@@ -3,11 +3,19 @@
 use std::io::Write as _;
 use std::net::SocketAddr;
 
+use std::time::Duration;
+
+use clap::builder::{PossibleValuesParser, TypedValueParser};
 use clap::Args;
+use sluice_control::Algorithm;
 use sluice_proxy::{resolve_host_port, Proxy, ProxyConfig};
 
 use crate::logging::LogFormat;
+use crate::units::{micros, parse_duration, whole_seconds};
 
+/// Every flag but `--config` and `--print-config` overrides the config key of its name
+/// (`--queue-capacity` sets `queue_capacity`, `--control-algorithm` sets
+/// `control.algorithm`); a key kept in a unit (`_s`, `_us`) takes a duration with its unit.
 #[derive(Args, Clone, Debug)]
 pub struct ProxyArgs {
     /// TOML config file (every field optional; flags below override it).
@@ -24,42 +32,46 @@ pub struct ProxyArgs {
     advertise: Option<String>,
     /// Processor FIFO capacity, messages.
     #[arg(long)]
-    queue: Option<usize>,
-    /// Emulated processor time per fully processed INVITE (and, unless --cost-other-us is
-    /// given, per other message), microseconds.
-    #[arg(long)]
-    cost_forward_us: Option<f64>,
-    /// Emulated processor time per rejected INVITE, microseconds.
-    #[arg(long)]
-    cost_reject_us: Option<f64>,
-    /// Emulated processor time per message other than an INVITE, microseconds.
-    #[arg(long)]
-    cost_other_us: Option<f64>,
+    queue_capacity: Option<usize>,
+    /// Emulated processor time per fully processed INVITE (and, unless --cost-other is
+    /// given, per other message), e.g. 250us (`cost_forward_us`).
+    #[arg(long, value_parser = parse_duration)]
+    cost_forward: Option<Duration>,
+    /// Emulated processor time per rejected INVITE, e.g. 40us (`cost_reject_us`).
+    #[arg(long, value_parser = parse_duration)]
+    cost_reject: Option<Duration>,
+    /// Emulated processor time per message other than an INVITE (`cost_other_us`).
+    #[arg(long, value_parser = parse_duration)]
+    cost_other: Option<Duration>,
     /// Admitted INVITEs wait in their own queue behind everything else (De Cicco et al.).
     #[arg(long)]
     invite_queue: bool,
-    /// Local overload control (`control.algorithm`): none, threshold, ohta, occ, red, pi,
-    /// latency-bucket (pi implies --invite-queue).
-    #[arg(long)]
-    admission: Option<String>,
-    /// Retry-After seconds on rejections (0: none).
-    #[arg(long)]
-    retry_after: Option<u32>,
+    /// Overload control algorithm (pi implies --invite-queue).
+    #[arg(long, value_parser = algorithm_parser())]
+    control_algorithm: Option<Algorithm>,
+    /// Retry-After on rejections, whole seconds (0s: none).
+    #[arg(long, value_parser = parse_duration)]
+    retry_after: Option<Duration>,
     /// Transaction table limit.
     #[arg(long)]
     max_transactions: Option<usize>,
     /// Admin HTTP address, host:port: /metrics, /status, /signals and /dashboard.
     #[arg(long, value_parser = resolve_host_port)]
     admin: Option<SocketAddr>,
-    /// Seconds a graceful shutdown waits for running transactions.
-    #[arg(long)]
-    grace: Option<f64>,
-    /// Stop after this many seconds.
-    #[arg(long)]
-    duration: Option<f64>,
+    /// How long a graceful shutdown waits for running transactions (`shutdown_grace_s`).
+    #[arg(long, value_parser = parse_duration)]
+    shutdown_grace: Option<Duration>,
+    /// Stop after this long (`duration_s`).
+    #[arg(long, value_parser = parse_duration)]
+    duration: Option<Duration>,
     /// Print the effective config as TOML and exit.
     #[arg(long)]
     print_config: bool,
+}
+
+/// The algorithm names as clap's possible values, so a wrong one lists the right ones.
+fn algorithm_parser() -> impl TypedValueParser<Value = Algorithm> {
+    PossibleValuesParser::new(Algorithm::ALL.map(Algorithm::name)).try_map(|s| s.parse())
 }
 
 fn effective_config(args: &ProxyArgs) -> Result<ProxyConfig, String> {
@@ -76,30 +88,31 @@ fn effective_config(args: &ProxyArgs) -> Result<ProxyConfig, String> {
     if let Some(v) = &args.advertise {
         c.advertise = Some(v.clone());
     }
-    if let Some(v) = args.queue {
+    if let Some(v) = args.queue_capacity {
         c.queue_capacity = v;
     }
-    if let Some(v) = args.cost_forward_us {
-        c.cost_forward_us = v;
+    if let Some(v) = args.cost_forward {
+        c.cost_forward_us = micros(v);
     }
-    if let Some(v) = args.cost_reject_us {
-        c.cost_reject_us = v;
+    if let Some(v) = args.cost_reject {
+        c.cost_reject_us = micros(v);
     }
-    if let Some(v) = args.cost_other_us {
-        c.cost_other_us = Some(v);
+    if let Some(v) = args.cost_other {
+        c.cost_other_us = Some(micros(v));
     }
     if args.invite_queue {
         c.invite_queue = true;
     }
-    if let Some(v) = &args.admission {
-        c.control.algorithm = v.parse().map_err(|e| format!("--admission: {e}"))?;
+    if let Some(v) = args.control_algorithm {
+        c.control.algorithm = v;
         // On the command line, asking for the draining policy asks for its queue.
-        if c.control.algorithm.drains_invite_queue() {
+        if v.drains_invite_queue() {
             c.invite_queue = true;
         }
     }
     if let Some(v) = args.retry_after {
-        c.retry_after_s = v;
+        c.retry_after_s = u32::try_from(whole_seconds("--retry-after", v)?)
+            .map_err(|_| "--retry-after: too long".to_owned())?;
     }
     if let Some(v) = args.max_transactions {
         c.max_transactions = v;
@@ -107,11 +120,11 @@ fn effective_config(args: &ProxyArgs) -> Result<ProxyConfig, String> {
     if let Some(v) = args.admin {
         c.admin = Some(v);
     }
-    if let Some(v) = args.grace {
-        c.shutdown_grace_s = v;
+    if let Some(v) = args.shutdown_grace {
+        c.shutdown_grace_s = v.as_secs_f64();
     }
     if let Some(v) = args.duration {
-        c.duration_s = Some(v);
+        c.duration_s = Some(v.as_secs_f64());
     }
     c.validate().map_err(|e| e.to_string())?;
     Ok(c)

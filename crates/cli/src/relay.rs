@@ -8,6 +8,7 @@ use clap::Args;
 use sluice_impair::{ImpairConfig, ImpairStats, Relay, RelayConfig, DEFAULT_MAX_CLIENTS};
 
 use crate::proxy::Signals;
+use crate::units::{millis, parse_duration};
 
 #[derive(Args, Debug)]
 pub struct RelayArgs {
@@ -18,13 +19,12 @@ pub struct RelayArgs {
     /// relay goes to the client it came for.
     #[arg(long)]
     pub upstream: SocketAddr,
-    /// One-way delay, milliseconds, each way.
-    #[arg(long, default_value_t = 0.0)]
-    pub delay_ms: f64,
-    /// Uniform jitter of ± this many milliseconds on the delay (order is kept unless
-    /// --reorder).
-    #[arg(long, default_value_t = 0.0)]
-    pub jitter_ms: f64,
+    /// One-way delay, each way.
+    #[arg(long, default_value = "0s", value_parser = parse_duration)]
+    pub delay: Duration,
+    /// Uniform jitter of ± this much on the delay (order is kept unless --reorder).
+    #[arg(long, default_value = "0s", value_parser = parse_duration)]
+    pub jitter: Duration,
     /// Probability that a datagram is lost, each way.
     #[arg(long, default_value_t = 0.0)]
     pub loss: f64,
@@ -41,37 +41,36 @@ pub struct RelayArgs {
     /// Clients served at once (each gets its own socket towards the upstream).
     #[arg(long, default_value_t = DEFAULT_MAX_CLIENTS)]
     pub max_clients: usize,
-    /// Stop after this many seconds (SIGINT or SIGTERM stop it earlier).
-    #[arg(long, default_value_t = 60.0)]
-    pub duration: f64,
+    /// Stop after this long (SIGINT or SIGTERM stop it earlier).
+    #[arg(long, default_value = "60s", value_parser = parse_duration)]
+    pub duration: Duration,
     /// Print the final counters as JSON instead of a table.
     #[arg(long)]
     pub json: bool,
 }
 
 fn config(a: &RelayArgs) -> Result<RelayConfig, String> {
-    let duration = Duration::try_from_secs_f64(a.duration)
-        .ok()
-        .filter(|d| !d.is_zero())
-        .ok_or_else(|| {
-            format!(
-                "--duration must be a number of seconds above 0, got {}",
-                a.duration
-            )
-        })?;
+    if a.duration.is_zero() {
+        return Err("--duration must be above 0s".into());
+    }
     let link = ImpairConfig {
-        delay_ms: a.delay_ms,
-        jitter_ms: a.jitter_ms,
+        delay_ms: millis(a.delay),
+        jitter_ms: millis(a.jitter),
         loss: a.loss,
         reorder: a.reorder,
         max_in_flight_bytes: a.max_in_flight_bytes,
         seed: a.seed,
     };
-    link.validate()
-        .map_err(|e| format!("--{}", e.replace('_', "-")))?;
+    // The link's errors name its keys; the flags are those keys less their unit.
+    link.validate().map_err(|e| {
+        let e = e
+            .replace("delay_ms", "delay")
+            .replace("jitter_ms", "jitter");
+        format!("--{}", e.replace('_', "-"))
+    })?;
     let mut c = RelayConfig::new(a.listen, a.upstream, &link);
     c.max_clients = a.max_clients;
-    c.duration = Some(duration);
+    c.duration = Some(a.duration);
     c.validate()?;
     Ok(c)
 }

@@ -3,7 +3,7 @@
 //! of its runs, and `sluice sim merge` to join the shards.
 
 use std::path::{Path, PathBuf};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use clap::{Args, Subcommand};
 use sluice_bench::builtin;
@@ -13,7 +13,9 @@ use sluice_report::shard::{merge, Shard};
 use sluice_sim::experiment::{Experiment, Kind, Overrides, RunPoint};
 use sluice_sim::RunReport;
 
+use crate::meta::{self, Meta};
 use crate::terminal::Terminal;
+use crate::units::parse_duration;
 
 #[derive(Args, Debug)]
 #[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
@@ -21,8 +23,17 @@ pub struct SimArgs {
     #[command(subcommand)]
     command: Option<SimCommand>,
     /// An experiment: a TOML file, or the name of a built-in one (see --list).
-    #[arg(required_unless_present = "list")]
+    #[arg(required_unless_present_any = ["list", "print_scenario"])]
     experiment: Option<String>,
+    /// Print this experiment (a file or a built-in name) as the TOML the run would read,
+    /// with --set, --seed and --load written in, and exit.
+    #[arg(long, value_name = "NAME|FILE", conflicts_with_all = ["experiment", "list"])]
+    print_scenario: Option<String>,
+    /// Change one value of the experiment file before it is read: a dotted path and a TOML
+    /// value (a bare word is a string), e.g. `base.re.queue_capacity=500`,
+    /// `sweep.seeds=[1,2,3]`, `variant.0.label=fast`. Repeatable; shards record them.
+    #[arg(long = "set", value_name = "PATH=VALUE")]
+    set: Vec<String>,
     /// List the built-in experiments and exit.
     #[arg(long)]
     list: bool,
@@ -35,9 +46,9 @@ pub struct SimArgs {
     /// Parallel runs (default: the number of cores).
     #[arg(long)]
     jobs: Option<usize>,
-    /// Simulated seconds per run instead of the experiment's (warm-up scales with it).
-    #[arg(long)]
-    duration: Option<f64>,
+    /// Simulated time per run instead of the experiment's (warm-up scales with it).
+    #[arg(long, value_parser = parse_duration)]
+    duration: Option<Duration>,
     /// Only these offered loads of the sweep (repeatable).
     #[arg(long = "load")]
     loads: Vec<f64>,
@@ -79,13 +90,21 @@ pub fn run(args: &SimArgs) -> Result<(), String> {
         }
         return Ok(());
     }
-    let which = args.experiment.as_deref().unwrap_or_default();
-    let text = builtin::text(builtin::SIMULATOR, which, "sim")?;
     let overrides = Overrides {
         seeds: (!args.seeds.is_empty()).then(|| args.seeds.clone()),
-        duration_s: args.duration,
+        duration_s: args.duration.map(|d| d.as_secs_f64()),
         loads: (!args.loads.is_empty()).then(|| args.loads.clone()),
+        set: args.set.clone(),
     };
+    if let Some(which) = &args.print_scenario {
+        let text = builtin::text(builtin::SIMULATOR, which, "sim")?;
+        let doc = Experiment::resolved_document(&text, &overrides)?;
+        let text = toml::to_string(&doc).map_err(|e| e.to_string())?;
+        println!("{}", text.trim_end());
+        return Ok(());
+    }
+    let which = args.experiment.as_deref().unwrap_or_default();
+    let text = builtin::text(builtin::SIMULATOR, which, "sim")?;
     let experiment = Experiment::from_toml(&text, &overrides)?;
     let shard = match args.shard.as_deref() {
         None => None,
@@ -101,6 +120,7 @@ pub fn run(args: &SimArgs) -> Result<(), String> {
         }
     });
     std::fs::create_dir_all(&out).map_err(|e| format!("creating {}: {e}", out.display()))?;
+    let meta = experiment_meta(&text, &overrides, &experiment)?;
     let jobs = args.jobs.unwrap_or_else(cores).max(1);
     let console = Terminal::new("runs");
     let started = Instant::now();
@@ -111,6 +131,7 @@ pub fn run(args: &SimArgs) -> Result<(), String> {
             .collect(),
         Some(s) => run_shard(&experiment, &text, &overrides, s, jobs, &out, &console)?,
     };
+    meta::write(&out, &meta)?;
     let wall = started.elapsed().as_secs_f64();
     if experiment.kind == Kind::Sample {
         // The rows went by as the runs ended; hundreds of them are summed up by the claims.
@@ -166,11 +187,34 @@ fn print_claims(e: &Experiment, reports: &[RunReport]) {
     }
 }
 
+/// What `meta.json` records of a simulated experiment: the file as read (after --set), the
+/// command-line overrides on top of it, and the seeds of its runs.
+fn experiment_meta(text: &str, overrides: &Overrides, e: &Experiment) -> Result<Meta, String> {
+    let document = Experiment::document(text, &overrides.set)?;
+    let resolved = serde_json::json!({
+        "name": e.name,
+        "file": document,
+        "overrides": {
+            "seeds": overrides.seeds,
+            "duration_s": overrides.duration_s,
+            "loads": overrides.loads,
+            "set": overrides.set,
+        },
+        "runs": e.points.len(),
+    });
+    let mut seeds: Vec<u64> = e.points.iter().map(|p| p.seed).collect();
+    seeds.sort_unstable();
+    seeds.dedup();
+    Ok(Meta::experiment(resolved, seeds))
+}
+
 fn merge_shards(dirs: &[PathBuf], out: Option<&Path>) -> Result<(), String> {
     let merged = merge(dirs)?;
     let e = &merged.experiment;
     let out = out.map_or_else(|| Path::new("out").join(&e.name), Path::to_owned);
+    let meta = experiment_meta(&merged.text, &merged.overrides, e)?;
     sluice_report::experiment::write_all(&out, e, &merged.reports)?;
+    meta::write(&out, &meta)?;
     print_table(e, e.points.iter().zip(&merged.reports));
     eprintln!(
         "{} shards, {} runs merged; output in {}",

@@ -4,16 +4,19 @@
 
 use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use clap::Args;
 use sluice_bench::builtin;
 use sluice_bench::parallel::cores;
 use sluice_bench::tuning::{tune, Tuned, Tuning};
 use sluice_report::tuning::{settling, SETTLING_WINDOW};
+use sluice_sim::experiment::Experiment;
 use sluice_sim::tuning::TuningExperiment;
 
+use crate::meta::{self, Meta};
 use crate::terminal::Terminal;
+use crate::units::parse_duration;
 
 #[derive(Args, Debug)]
 pub struct TuneArgs {
@@ -31,9 +34,13 @@ pub struct TuneArgs {
     /// ES iterations instead of the file's.
     #[arg(long)]
     iterations: Option<u64>,
-    /// Length of each step experiment in seconds instead of the file's.
-    #[arg(long)]
-    run_length: Option<f64>,
+    /// Length of each step experiment instead of the file's.
+    #[arg(long, value_parser = parse_duration)]
+    run_length: Option<Duration>,
+    /// Change one value of the tuning file before it is read, as `sluice sim --set`
+    /// (e.g. `cost.repetitions=2`). Repeatable.
+    #[arg(long = "set", value_name = "PATH=VALUE")]
+    set: Vec<String>,
     /// Parallel simulations (default: the number of cores).
     #[arg(long)]
     jobs: Option<usize>,
@@ -54,8 +61,28 @@ pub fn run(args: &TuneArgs) -> Result<(), String> {
         .experiment
         .as_deref()
         .ok_or("name a tuning experiment (see `sluice tune --list`)")?;
-    let text = builtin::text(builtin::TUNING, which, "tune")?;
-    let mut e = TuningExperiment::from_toml(&text)?;
+    let mut text = builtin::text(builtin::TUNING, which, "tune")?;
+    let mut e = if args.set.is_empty() {
+        TuningExperiment::from_toml(&text)?
+    } else {
+        let read =
+            |set: &[String]| TuningExperiment::from_document(Experiment::document(&text, set)?);
+        let e = read(&args.set).map_err(|err| {
+            // Name the assignment that breaks the file, if one does by itself.
+            match args
+                .set
+                .iter()
+                .find(|a| read(std::slice::from_ref(a)).is_err())
+            {
+                Some(a) if !err.starts_with("--set ") => format!("--set {a}: {err}"),
+                _ => err,
+            }
+        })?;
+        // The changed file is the experiment from here on: --resume compares it too.
+        let doc = Experiment::document(&text, &args.set)?;
+        text = toml::to_string(&doc).map_err(|err| err.to_string())?;
+        e
+    };
     if let Some(t) = &args.theta0 {
         let [k_pc, k_ic, k_pq, k_iq] = t[..] else {
             return Err(format!(
@@ -74,17 +101,30 @@ pub fn run(args: &TuneArgs) -> Result<(), String> {
         }
         e.iterations = n;
     }
-    if let Some(s) = args.run_length {
-        if !(s.is_finite() && s > 0.0 && s <= 1.0e5) {
-            return Err(format!("--run-length must be in (0, 1e5] seconds, got {s}"));
+    if let Some(d) = args.run_length {
+        if d.is_zero() || d.as_secs_f64() > 1.0e5 {
+            return Err(format!(
+                "--run-length must be above 0s and at most 100000s, got {}",
+                humantime::format_duration(d)
+            ));
         }
-        e.cost.run_length = std::time::Duration::from_secs_f64(s);
+        e.cost.run_length = d;
     }
     let out = args
         .out
         .clone()
         .unwrap_or_else(|| Path::new("out").join(&e.name));
     std::fs::create_dir_all(&out).map_err(|err| format!("creating {}: {err}", out.display()))?;
+    let document: toml::Table = toml::from_str(&text).map_err(|err| err.to_string())?;
+    let resolved = serde_json::json!({
+        "name": e.name,
+        "file": document,
+        "set": args.set,
+        "theta0": e.es.theta0,
+        "iterations": e.iterations,
+        "run_length_s": e.cost.run_length.as_secs_f64(),
+    });
+    let meta = Meta::experiment(resolved, vec![e.base.seed]);
     let jobs = args.jobs.unwrap_or_else(cores).max(1);
 
     let started = Instant::now();
@@ -108,6 +148,7 @@ pub fn run(args: &TuneArgs) -> Result<(), String> {
     else {
         return Err("the tuning stopped before its last iteration".into());
     };
+    meta::write(&out, &meta)?;
     let wall = started.elapsed().as_secs_f64();
     let (result, final_cost) = (&outcome.result, outcome.final_cost);
     let first_cost = outcome.first_cost();

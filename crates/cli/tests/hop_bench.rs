@@ -29,9 +29,9 @@ fn four_times_capacity_through_two_ses(variant: &str) -> (String, PathBuf, Vec<(
             // Long enough that the window starts after win-disc's start-up transient: with
             // 6 s and 2 s of warm-up a debug build under load measured 0.70 once.
             "--duration",
-            "12",
+            "12s",
             "--warmup",
-            "5",
+            "5s",
         ])
         .arg("--out")
         .arg(&out)

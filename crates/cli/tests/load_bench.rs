@@ -10,8 +10,15 @@ fn bench(proxy: &str, tag: &str) -> serde_json::Value {
     let out = Command::new(SLUICE)
         .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
         .args(["bench", "proxy", "--proxy", proxy])
-        .args(["--start", "200", "--step", "200", "--max", "400"])
-        .args(["--step-secs", "1", "--drain", "2", "--out"])
+        .args([
+            "--rate-start",
+            "200",
+            "--rate-step",
+            "200",
+            "--rate-max",
+            "400",
+        ])
+        .args(["--step", "1s", "--drain", "2s", "--out"])
         .arg(&dir)
         .output()
         .expect("run bench");

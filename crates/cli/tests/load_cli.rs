@@ -66,9 +66,9 @@ fn a_toml_schedule_runs_and_the_summary_echoes_it() {
         "--schedule",
         file.to_str().unwrap(),
         "--duration",
-        "0.4",
+        "400ms",
         "--drain-timeout",
-        "0.1",
+        "100ms",
     ]);
     assert!(ok, "{err}");
     let summary: serde_json::Value = serde_json::from_str(&stdout).unwrap();

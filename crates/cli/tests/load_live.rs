@@ -70,7 +70,7 @@ fn start_uas(duration_s: u32) -> (Guard, SocketAddr) {
             "--listen",
             "127.0.0.1:0",
             "--duration",
-            &duration_s.to_string(),
+            &format!("{duration_s}s"),
         ]),
         "listening on ",
     )
@@ -94,7 +94,7 @@ fn run_uac(target: SocketAddr, rate: u32, calls: u32, extra: &[&str]) -> (Value,
             "--calls",
             &calls.to_string(),
             "--drain-timeout",
-            "5",
+            "5s",
             "--out",
         ])
         .arg(&dir)
@@ -156,7 +156,7 @@ fn assert_clean(summary: &Value, rows: &[Vec<String>], calls: u64) {
 #[test]
 fn uac_against_uas_directly() {
     let (_uas, uas_addr) = start_uas(30);
-    let (summary, rows) = run_uac(uas_addr, 1000, 3000, &["--hold", "0.05"]);
+    let (summary, rows) = run_uac(uas_addr, 1000, 3000, &["--hold", "50ms"]);
     assert_clean(&summary, &rows, 3000);
     // At 1000 calls/s for 3 s: three full seconds of about 1000 each.
     assert!(rows.len() >= 3, "{rows:?}");
@@ -173,7 +173,7 @@ fn uac_counts_503_from_the_uas_as_failures() {
             "--listen",
             "127.0.0.1:0",
             "--duration",
-            "30",
+            "30s",
             "--reject-503",
             "0.25",
         ]),
@@ -253,7 +253,7 @@ fn uac_through_sluice_proxy_to_uas() {
             "--next-hop",
             &uas_addr.to_string(),
             "--duration",
-            "30",
+            "30s",
         ]),
         "sluice proxy: listening on udp ",
     );

@@ -51,9 +51,9 @@ fn at_four_times_capacity_pi_holds_goodput_where_no_control_collapses() {
             "--loads",
             "4",
             "--duration",
-            "6",
+            "6s",
             "--warmup",
-            "2",
+            "2s",
             "--beta",
             "8",
             "--out",
@@ -100,7 +100,7 @@ fn at_four_times_capacity_pi_holds_goodput_where_no_control_collapses() {
 fn demo_prints_its_table_and_writes_the_plot() {
     let out = temp_dir("demo");
     let run = Command::new(SLUICE)
-        .args(["demo", "--duration", "2", "--out"])
+        .args(["demo", "--duration", "2s", "--out"])
         .arg(&out)
         .output()
         .unwrap();
@@ -124,6 +124,16 @@ fn demo_prints_its_table_and_writes_the_plot() {
     let report = std::fs::read_to_string(out.join("report.html")).unwrap();
     assert!(report.contains("<img src=\"demo.svg\""), "{report}");
     assert_eq!(column(&out, "goodput").len(), 6);
+    // meta.json: how the folder was made.
+    let meta: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("meta.json")).unwrap()).unwrap();
+    assert_eq!(meta["scenario"]["duration"], 2.0);
+    assert_eq!(meta["scenario"]["capacity"], 300.0);
+    assert_eq!(meta["command_line"][1], "demo");
+    assert!(
+        meta["seeds"].is_null(),
+        "live generators are seeded per UAC"
+    );
     let _ = std::fs::remove_dir_all(&out);
 }
 
@@ -138,13 +148,15 @@ fn bad_arguments_are_clear_errors_and_nothing_runs() {
         ),
         (&["--beta", "1"][..], "beta > 1"),
     ] {
+        let out = temp_dir("overload-bad");
         let run = Command::new(SLUICE)
-            .args(["bench", "overload", "--duration", "1", "--out"])
-            .arg(temp_dir("overload-bad"))
+            .args(["bench", "overload", "--duration", "1s", "--out"])
+            .arg(&out)
             .args(args)
             .output()
             .unwrap();
         assert!(!run.status.success(), "{args:?}");
+        assert!(!out.join("meta.json").exists(), "no run, no meta.json");
         let err = String::from_utf8_lossy(&run.stderr);
         assert!(err.contains(expect), "{args:?}: {err}");
     }
@@ -160,7 +172,7 @@ fn kamailio_with_ratelimit_is_a_proxy_under_test() {
     let out = temp_dir("overload-kamailio");
     let run = Command::new(SLUICE)
         .args(["bench", "overload", "--variants", "", "--loads", "1"])
-        .args(["--duration", "3", "--warmup", "1", "--proxy-capacity", "200"])
+        .args(["--duration", "3s", "--warmup", "1s", "--proxy-capacity", "200"])
         .args(["--proxy-label", "kamailio-red", "--proxy-cmd"])
         .arg(format!(
             "kamailio -f {} -DD -E -m 256 -n 1 -l udp:{{listen}} -A 'NEXT_HOP=\"sip:{{next_hop}}\"' -A 'RL_PIPE=\"0:RED:1000\"'",

@@ -25,9 +25,9 @@ fn print_config_shows_file_values_with_flags_on_top() {
         "proxy",
         "--config",
         example,
-        "--queue",
+        "--queue-capacity",
         "1234",
-        "--admission",
+        "--control-algorithm",
         "threshold",
         "--print-config",
     ]);
@@ -51,10 +51,10 @@ fn bad_configs_are_named_clearly() {
         err.contains("unknown field `queue_size`") && err.contains("bad.toml"),
         "{err}"
     );
-    let (code, _, err) = sluice(&["proxy", "--queue", "0"]);
+    let (code, _, err) = sluice(&["proxy", "--queue-capacity", "0"]);
     assert_eq!(code, 1);
     assert!(err.contains("queue_capacity must be at least 1"), "{err}");
-    let (code, _, err) = sluice(&["proxy", "--admission", "win-disc"]);
+    let (code, _, err) = sluice(&["proxy", "--control-algorithm", "win-disc"]);
     assert_eq!(code, 1);
     assert!(
         err.contains("computes feedback for upstream neighbours"),
@@ -81,6 +81,51 @@ fn bad_configs_are_named_clearly() {
 }
 
 #[test]
+fn flags_name_their_config_keys_and_take_units() {
+    let (code, out, err) = sluice(&[
+        "proxy",
+        "--cost-forward",
+        "2ms",
+        "--cost-reject",
+        "250us",
+        "--retry-after",
+        "5s",
+        "--shutdown-grace",
+        "1m",
+        "--duration",
+        "1h",
+        "--print-config",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    for line in [
+        "cost_forward_us = 2000.0\n",
+        "cost_reject_us = 250.0\n",
+        "retry_after_s = 5\n",
+        "shutdown_grace_s = 60.0\n",
+        "duration_s = 3600.0\n",
+    ] {
+        assert!(out.contains(line), "{line:?} not in {out}");
+    }
+    // A bare number is not taken as seconds: the error says to add a unit.
+    let (code, _, err) = sluice(&["proxy", "--duration", "20"]);
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("`20`: add a unit, such as 20s or 20ms"),
+        "{err}"
+    );
+    let (code, _, err) = sluice(&["proxy", "--retry-after", "1500ms"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("--retry-after takes whole seconds"), "{err}");
+    // An unknown algorithm lists the known ones.
+    let (code, _, err) = sluice(&["proxy", "--control-algorithm", "foo"]);
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("invalid value 'foo'") && err.contains("threshold") && err.contains("pi"),
+        "{err}"
+    );
+}
+
+#[test]
 fn duration_ends_the_run_and_prints_a_report() {
     let (code, out, err) = sluice(&[
         "proxy",
@@ -89,7 +134,7 @@ fn duration_ends_the_run_and_prints_a_report() {
         "--next-hop",
         "127.0.0.1:9",
         "--duration",
-        "0.3",
+        "300ms",
     ]);
     assert_eq!(code, 0, "{err}");
     assert!(err.contains("listening on udp 127.0.0.1:"), "{err}");
@@ -130,7 +175,8 @@ fn terminate(child: &std::process::Child) {
 
 #[test]
 fn sigterm_drains_and_exits_cleanly() {
-    let (child, addr, _stderr) = spawn_proxy(&["--next-hop", "127.0.0.1:9", "--grace", "10"]);
+    let (child, addr, _stderr) =
+        spawn_proxy(&["--next-hop", "127.0.0.1:9", "--shutdown-grace", "10s"]);
     // An OPTIONS the proxy answers itself (400: no From), to show it is serving.
     let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
     sock.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
@@ -159,7 +205,8 @@ fn sigterm_with_calls_in_flight_answers_every_admitted_invite() {
     // A next hop that never answers: the calls are still open when the signal comes.
     let silent = UdpSocket::bind("127.0.0.1:0").unwrap();
     let next_hop = silent.local_addr().unwrap().to_string();
-    let (child, addr, _stderr) = spawn_proxy(&["--next-hop", &next_hop, "--grace", "0.5"]);
+    let (child, addr, _stderr) =
+        spawn_proxy(&["--next-hop", &next_hop, "--shutdown-grace", "500ms"]);
     let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
     let me = sock.local_addr().unwrap();
     sock.set_read_timeout(Some(Duration::from_millis(1500)))
@@ -202,7 +249,8 @@ fn sigterm_with_calls_in_flight_answers_every_admitted_invite() {
 #[test]
 fn sigterm_stops_a_proxy_whose_standard_error_was_closed() {
     // A supervisor that stops reading standard error must not make SIGTERM a no-op.
-    let (mut child, _addr, stderr) = spawn_proxy(&["--next-hop", "127.0.0.1:9", "--grace", "1"]);
+    let (mut child, _addr, stderr) =
+        spawn_proxy(&["--next-hop", "127.0.0.1:9", "--shutdown-grace", "1s"]);
     drop(stderr);
     terminate(&child);
     let started = Instant::now();
@@ -228,14 +276,14 @@ fn json_log_reports_overload_entered_and_left() {
     let next_hop = silent.local_addr().unwrap().to_string();
     let mut child = Command::new(env!("CARGO_BIN_EXE_sluice"))
         .args(["--log-format", "json", "proxy", "--listen", "127.0.0.1:0"])
-        .args(["--next-hop", &next_hop, "--queue", "20"])
+        .args(["--next-hop", &next_hop, "--queue-capacity", "20"])
         .args([
-            "--cost-forward-us",
-            "20000",
+            "--cost-forward",
+            "20ms",
             "--duration",
-            "4",
-            "--grace",
-            "0.5",
+            "4s",
+            "--shutdown-grace",
+            "500ms",
         ])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

@@ -41,12 +41,12 @@ fn short_soak(control: &str, proxies: &[&str]) -> f64 {
             "soak",
             "--control",
             control,
-            "--minutes",
-            "0.2",
-            "--interval-s",
-            "4",
-            "--warmup-s",
-            "4",
+            "--duration",
+            "12s",
+            "--interval",
+            "4s",
+            "--warmup",
+            "4s",
             "--ses",
             "2",
             "--out",
@@ -64,7 +64,7 @@ fn short_soak(control: &str, proxies: &[&str]) -> f64 {
     let verdict = std::fs::read_to_string(out.join("verdict.txt")).unwrap();
     assert!(
         verdict.contains(
-            "counted: intervals 2 to 3 (4 s to 12 s); interval 1 is warm-up (--warmup-s 4)"
+            "counted: intervals 2 to 3 (4 s to 12 s); interval 1 is warm-up (--warmup 4s)"
         ),
         "{verdict}"
     );
@@ -140,12 +140,15 @@ fn win_cont_soak_measures_the_re_and_every_se() {
 fn bad_soak_options_are_clear_errors_and_nothing_runs() {
     for (args, says) in [
         (
-            &["--control", "pi", "--minutes", "1", "--interval-s", "7"][..],
+            &["--control", "pi", "--duration", "1m", "--interval", "7s"][..],
             "whole number",
         ),
-        (&["--control", "nonsense", "--minutes", "1"][..], "nonsense"),
         (
-            &["--control", "pi", "--minutes", "1", "--warmup-s", "60"][..],
+            &["--control", "nonsense", "--duration", "1m"][..],
+            "nonsense",
+        ),
+        (
+            &["--control", "pi", "--duration", "1m", "--warmup", "60s"][..],
             "leaves no interval",
         ),
     ] {

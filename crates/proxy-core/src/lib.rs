@@ -33,7 +33,7 @@
 //! `take` forwards or answers 503 at the rate `u(t)`; refused, it looks again at
 //! `next_drain` or the policy's next 10 ms tick). Policies then see the INVITE queue's
 //! length, and `on_processed` gets every message's virtual service time, so OCC and PI
-//! measure the processor's occupancy. `pi` requires the INVITE queue (`--admission pi`
+//! measure the processor's occupancy. `pi` requires the INVITE queue (`--control-algorithm pi`
 //! on the command line turns it on), and its queue loop caps its set-point at half of
 //! `invite_queue_capacity`, the one `q_M`.
 //!

@@ -6,18 +6,18 @@
 //! As a command:
 //!
 //! ```text
-//! sluice proxy --listen 127.0.0.1:5060 --next-hop 127.0.0.1:5070 [--duration 30]
-//!              [--config proxy.toml] [--queue 500] [--cost-forward-us 0] [--cost-reject-us 0]
-//!              [--cost-other-us N] [--invite-queue]
-//!              [--admission none|threshold|ohta|occ|red|pi|latency-bucket] [--retry-after 0]
-//!              [--admin 127.0.0.1:9090] [--max-transactions N] [--grace 5] [--print-config]
-//!              [--advertise HOST:PORT]
+//! sluice proxy --listen 127.0.0.1:5060 --next-hop 127.0.0.1:5070 [--duration 30s]
+//!              [--config proxy.toml] [--queue-capacity 500] [--cost-forward 0s]
+//!              [--cost-reject 0s] [--cost-other 250us] [--invite-queue]
+//!              [--control-algorithm none|threshold|ohta|occ|red|pi|latency-bucket|...]
+//!              [--retry-after 0s] [--admin 127.0.0.1:9090] [--max-transactions N]
+//!              [--shutdown-grace 5s] [--print-config] [--advertise HOST:PORT]
 //! ```
 //!
 //! Flags override the TOML file ([`ProxyConfig`], every field defaulted, unknown fields are an
 //! error). `--listen 127.0.0.1:0` binds an OS-chosen port; the bound address is printed on
 //! standard error as `sluice proxy: listening on udp ADDR` (and `admin on http ADDR`).
-//! `--duration S` stops the proxy after S seconds; SIGINT/SIGTERM start a graceful shutdown
+//! `--duration 30s` stops the proxy after that long; SIGINT/SIGTERM start a graceful shutdown
 //! (new INVITEs get 503, running transactions finish, at most `shutdown_grace_s`). At exit a
 //! JSON summary ([`ProxyReport`]) is printed on standard output.
 //!

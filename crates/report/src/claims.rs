@@ -15,7 +15,6 @@
 //!   response at the caller (the simulator's invariant; the value is the count that did
 //!   not).
 
-use std::fmt::Write as _;
 use std::path::Path;
 
 use sluice_control::optimal::optimal_goodput;
@@ -23,7 +22,7 @@ use sluice_control::Algorithm;
 use sluice_sim::experiment::{Experiment, RunPoint};
 use sluice_sim::RunReport;
 
-use crate::files::{csv_field, write};
+use crate::files::{write, CsvTable};
 use crate::html::ClaimRow;
 use crate::plot::{line_chart, Axes, Series};
 
@@ -255,9 +254,18 @@ pub const WORST_KEPT: usize = 3;
 
 /// One row per topology: what was drawn for it.
 fn topologies_csv(e: &Experiment) -> String {
-    let mut csv = String::from(
-        "topology,offered_load,sources,shares,holding_time_s,re_service_mps,queue_capacity,link_delay_ms,link_loss,seed\n",
-    );
+    let mut csv = CsvTable::new([
+        "topology",
+        "offered_load",
+        "sources",
+        "shares",
+        "holding_time_s",
+        "re_service_mps",
+        "queue_capacity",
+        "link_delay_ms",
+        "link_loss",
+        "seed",
+    ]);
     let first = e.variants.first();
     for p in e.points.iter().filter(|p| Some(&p.variant) == first) {
         let s = &p.scenario;
@@ -266,22 +274,20 @@ fn topologies_csv(e: &Experiment) -> String {
             .iter()
             .map(|x| format!("{:.3}", x.share))
             .collect();
-        let _ = writeln!(
-            csv,
-            "{},{:.4},{},{},{:.1},{:.1},{},{:.2},{:.5},{}",
-            p.x,
-            s.offered_load,
-            s.sources.len(),
+        csv.row([
+            p.x.to_string(),
+            format!("{:.4}", s.offered_load),
+            s.sources.len().to_string(),
             shares.join(" "),
-            s.call.holding_time_s,
-            1.0e6 / s.re.cost_forward_us,
-            s.re.queue_capacity,
-            s.link.delay_ms,
-            s.link.loss,
-            p.seed,
-        );
+            format!("{:.1}", s.call.holding_time_s),
+            format!("{:.1}", 1.0e6 / s.re.cost_forward_us),
+            s.re.queue_capacity.to_string(),
+            format!("{:.2}", s.link.delay_ms),
+            format!("{:.5}", s.link.loss),
+            p.seed.to_string(),
+        ]);
     }
-    csv
+    csv.into_text()
 }
 
 /// What a plot shows of a verdict: goodput over the requirement (1 is the line a control
@@ -305,27 +311,45 @@ pub fn write_claims(
     results: &[ClaimResult],
 ) -> Result<Vec<String>, String> {
     let mut plots = Vec::new();
-    let mut claims = String::from(
-        "variant,algorithm,claim,topologies,holding,share_holding,worst_topology,worst_value,worst_required\n",
-    );
-    let mut worst = String::from(
-        "variant,claim,topology,offered_load,sources,holding_time_s,re_service_mps,queue_capacity,link_delay_ms,link_loss,value,required,holds\n",
-    );
+    let mut claims = CsvTable::new([
+        "variant",
+        "algorithm",
+        "claim",
+        "topologies",
+        "holding",
+        "share_holding",
+        "worst_topology",
+        "worst_value",
+        "worst_required",
+    ]);
+    let mut worst = CsvTable::new([
+        "variant",
+        "claim",
+        "topology",
+        "offered_load",
+        "sources",
+        "holding_time_s",
+        "re_service_mps",
+        "queue_capacity",
+        "link_delay_ms",
+        "link_loss",
+        "value",
+        "required",
+        "holds",
+    ]);
     for c in results {
         let first = c.verdicts.first();
-        let _ = writeln!(
-            claims,
-            "{},{},{},{},{},{:.4},{},{:.4},{:.4}",
-            csv_field(&c.variant),
-            c.algorithm,
-            c.claim.name(),
-            c.verdicts.len(),
-            c.holding(),
-            c.share(),
+        claims.row([
+            c.variant.clone(),
+            c.algorithm.to_string(),
+            c.claim.name().to_owned(),
+            c.verdicts.len().to_string(),
+            c.holding().to_string(),
+            format!("{:.4}", c.share()),
             first.map_or(String::new(), |v| v.topology.to_string()),
-            first.map_or(f64::NAN, |v| v.value),
-            first.map_or(f64::NAN, |v| v.required),
-        );
+            format!("{:.4}", first.map_or(f64::NAN, |v| v.value)),
+            format!("{:.4}", first.map_or(f64::NAN, |v| v.required)),
+        ]);
         for v in c.verdicts.iter().take(WORST_KEPT) {
             let s = &e.points[e
                 .points
@@ -333,28 +357,26 @@ pub fn write_claims(
                 .position(|p| p.variant == c.variant && p.x as usize == v.topology)
                 .unwrap_or(0)]
             .scenario;
-            let _ = writeln!(
-                worst,
-                "{},{},{},{:.4},{},{:.1},{:.1},{},{:.2},{:.5},{:.4},{:.4},{}",
-                csv_field(&c.variant),
-                c.claim.name(),
-                v.topology,
-                s.offered_load,
-                s.sources.len(),
-                s.call.holding_time_s,
-                1.0e6 / s.re.cost_forward_us,
-                s.re.queue_capacity,
-                s.link.delay_ms,
-                s.link.loss,
-                v.value,
-                v.required,
-                v.holds(),
-            );
+            worst.row([
+                c.variant.clone(),
+                c.claim.name().to_owned(),
+                v.topology.to_string(),
+                format!("{:.4}", s.offered_load),
+                s.sources.len().to_string(),
+                format!("{:.1}", s.call.holding_time_s),
+                format!("{:.1}", 1.0e6 / s.re.cost_forward_us),
+                s.re.queue_capacity.to_string(),
+                format!("{:.2}", s.link.delay_ms),
+                format!("{:.5}", s.link.loss),
+                format!("{:.4}", v.value),
+                format!("{:.4}", v.required),
+                v.holds().to_string(),
+            ]);
         }
     }
-    write(&out.join("claims.csv"), &claims)?;
+    write(&out.join("claims.csv"), &claims.into_text())?;
     write(&out.join("topologies.csv"), &topologies_csv(e))?;
-    write(&out.join("worst.csv"), &worst)?;
+    write(&out.join("worst.csv"), &worst.into_text())?;
     for claim in Claim::ALL
         .into_iter()
         .filter(|c| *c != Claim::AnswersAdmitted)

@@ -9,7 +9,7 @@ use std::path::Path;
 use sluice_sim::experiment::{Experiment, Kind, RunPoint};
 use sluice_sim::RunReport;
 
-use crate::files::{create_dir, csv_field, file_stem, write};
+use crate::files::{create_dir, file_stem, write, CsvTable};
 use crate::html::{write_page, ClaimRow, Page};
 use crate::plot::{line_chart, line_chart_with_intervals, Axes, Interval, Series};
 use crate::stats::MeanCi;
@@ -145,34 +145,49 @@ fn page(e: &Experiment, plots: Vec<String>, claims: Vec<ClaimRow>) -> Page {
 
 /// One row per run. Floats have fixed precision so identical runs give identical files.
 fn write_summary(out: &Path, e: &Experiment, reports: &[RunReport]) -> Result<(), String> {
-    let mut csv = String::from(
-        "experiment,variant,algorithm,seed,x,offered_load,goodput,goodput_cps,retrans_ratio,setup_delay_p50_ms,setup_delay_p99_ms,occupancy,reject_ratio,offered_load_measured,calls_offered,calls_good,re_queue_mean,re_dropped\n",
-    );
+    let mut csv = CsvTable::new([
+        "experiment",
+        "variant",
+        "algorithm",
+        "seed",
+        "x",
+        "offered_load",
+        "goodput",
+        "goodput_cps",
+        "retrans_ratio",
+        "setup_delay_p50_ms",
+        "setup_delay_p99_ms",
+        "occupancy",
+        "reject_ratio",
+        "offered_load_measured",
+        "calls_offered",
+        "calls_good",
+        "re_queue_mean",
+        "re_dropped",
+    ]);
     for (p, r) in e.points.iter().zip(reports) {
-        let _ = writeln!(
-            csv,
-            "{},{},{},{},{},{:.3},{:.4},{:.3},{:.4},{:.2},{:.2},{:.4},{:.4},{:.4},{},{},{:.2},{}",
-            e.name,
-            csv_field(&p.variant),
-            p.scenario.re.control.algorithm,
-            p.seed,
-            p.x,
-            p.offered_load,
-            r.goodput,
-            r.goodput_cps,
-            r.retrans_ratio,
-            r.setup_delay_p50_ms,
-            r.setup_delay_p99_ms,
-            r.occupancy,
-            r.reject_ratio,
-            r.offered_load,
-            r.calls_offered,
-            r.calls_good,
-            r.re_queue_mean,
-            r.re_dropped,
-        );
+        csv.row([
+            e.name.clone(),
+            p.variant.clone(),
+            p.scenario.re.control.algorithm.to_string(),
+            p.seed.to_string(),
+            p.x.to_string(),
+            format!("{:.3}", p.offered_load),
+            format!("{:.4}", r.goodput),
+            format!("{:.3}", r.goodput_cps),
+            format!("{:.4}", r.retrans_ratio),
+            format!("{:.2}", r.setup_delay_p50_ms),
+            format!("{:.2}", r.setup_delay_p99_ms),
+            format!("{:.4}", r.occupancy),
+            format!("{:.4}", r.reject_ratio),
+            format!("{:.4}", r.offered_load),
+            r.calls_offered.to_string(),
+            r.calls_good.to_string(),
+            format!("{:.2}", r.re_queue_mean),
+            r.re_dropped.to_string(),
+        ]);
     }
-    write(&out.join("summary.csv"), &csv)
+    write(&out.join("summary.csv"), &csv.into_text())
 }
 
 /// Every report in full, one JSON object per line, for analysis beyond the summary.

@@ -1,4 +1,4 @@
-//! What every writer of result files needs: CSV quoting, file names from labels, and writes
+//! What every writer of result files needs: CSV tables, file names from labels, and writes
 //! whose errors name the file.
 
 use std::fmt::Write as _;
@@ -6,12 +6,39 @@ use std::path::Path;
 
 use sha2::{Digest, Sha256};
 
-/// A CSV field, quoted when it holds a comma, a quote or a line break.
-pub fn csv_field(s: &str) -> String {
-    if s.contains([',', '"', '\n']) {
-        format!("\"{}\"", s.replace('"', "\"\""))
-    } else {
-        s.to_owned()
+/// A CSV table in memory, written by the `csv` crate: a field is quoted only when it needs
+/// to be (a comma, a quote or a line break in it), and lines end in `\n`.
+#[derive(Debug)]
+pub struct CsvTable {
+    writer: csv::Writer<Vec<u8>>,
+}
+
+impl CsvTable {
+    /// A table with this header row.
+    pub fn new<T: AsRef<[u8]>>(header: impl IntoIterator<Item = T>) -> CsvTable {
+        let mut table = CsvTable {
+            writer: csv::WriterBuilder::new()
+                .terminator(csv::Terminator::Any(b'\n'))
+                .flexible(true)
+                .from_writer(Vec::new()),
+        };
+        table.row(header);
+        table
+    }
+
+    /// Appends a row.
+    pub fn row<T: AsRef<[u8]>>(&mut self, fields: impl IntoIterator<Item = T>) {
+        // Into memory, a flexible writer has nothing to fail on.
+        let _ = self.writer.write_record(fields);
+    }
+
+    /// The table's text.
+    pub fn into_text(self) -> String {
+        let bytes = self
+            .writer
+            .into_inner()
+            .unwrap_or_else(|e| e.into_inner().get_ref().clone());
+        String::from_utf8_lossy(&bytes).into_owned()
     }
 }
 
@@ -71,9 +98,15 @@ mod tests {
 
     #[test]
     fn fields_are_quoted_only_when_csv_needs_it() {
-        assert_eq!(csv_field("win-cont"), "win-cont");
-        assert_eq!(csv_field("a,b"), "\"a,b\"");
-        assert_eq!(csv_field("say \"hi\""), "\"say \"\"hi\"\"\"");
+        let mut t = CsvTable::new(["variant", "goodput"]);
+        t.row(["win-cont", "0.5"]);
+        t.row(["a,b", ""]);
+        t.row(["say \"hi\"", "1"]);
+        t.row(["two\nlines", "2"]);
+        assert_eq!(
+            t.into_text(),
+            "variant,goodput\nwin-cont,0.5\n\"a,b\",\n\"say \"\"hi\"\"\",1\n\"two\nlines\",2\n"
+        );
     }
 
     #[test]

@@ -137,6 +137,9 @@ struct OverridesRecord {
     seeds: Option<Vec<u64>>,
     duration_s: Option<f64>,
     loads: Option<Vec<f64>>,
+    /// `--set PATH=VALUE`, in order.
+    #[serde(default)]
+    set: Vec<String>,
 }
 
 impl From<&Overrides> for OverridesRecord {
@@ -145,6 +148,7 @@ impl From<&Overrides> for OverridesRecord {
             seeds: o.seeds.clone(),
             duration_s: o.duration_s,
             loads: o.loads.clone(),
+            set: o.set.clone(),
         }
     }
 }
@@ -155,6 +159,7 @@ impl From<&OverridesRecord> for Overrides {
             seeds: o.seeds.clone(),
             duration_s: o.duration_s,
             loads: o.loads.clone(),
+            set: o.set.clone(),
         }
     }
 }

@@ -180,13 +180,174 @@ pub struct Overrides {
     /// Keep only these offered loads, when given (`--load`). In a parameter sweep, whose x
     /// axis is not the load, the first of them sets the offered load of every point instead.
     pub loads: Option<Vec<f64>>,
+    /// `PATH=VALUE` assignments to the file itself, before anything else (`--set`): a
+    /// dotted path into its tables (an array element by its index, `variant.0.label`), the
+    /// value as TOML, or else as a string.
+    pub set: Vec<String>,
+}
+
+/// Applies `--set` assignments to an experiment file's document.
+pub fn apply_set(doc: &mut toml::Table, assignments: &[String]) -> Result<(), String> {
+    for a in assignments {
+        let (path, value) = a.split_once('=').ok_or_else(|| {
+            format!("--set {a}: expected PATH=VALUE, e.g. base.re.queue_capacity=500")
+        })?;
+        set_dotted(doc, path.trim(), toml_value(value.trim()))
+            .map_err(|e| format!("--set {a}: {e}"))?;
+    }
+    Ok(())
+}
+
+/// A value as TOML (`500`, `[1, 2]`, `true`, `"x"`, `{ a = 1 }`), or else the text itself
+/// as a string (`win-cont`).
+fn toml_value(text: &str) -> toml::Value {
+    toml::from_str::<toml::Table>(&format!("v = {text}"))
+        .ok()
+        .and_then(|mut t| t.remove("v"))
+        .unwrap_or_else(|| toml::Value::String(text.to_owned()))
+}
+
+/// Sets `a.b.c` in a document: tables are created on the way, an array is entered by the
+/// index of an element it has.
+fn set_dotted(doc: &mut toml::Table, path: &str, value: toml::Value) -> Result<(), String> {
+    let keys: Vec<&str> = path.split('.').map(str::trim).collect();
+    if keys.iter().any(|k| k.is_empty()) {
+        return Err(format!("{path:?} is not a dotted path"));
+    }
+    set_in_table(doc, &keys, 0, value)
+}
+
+/// Sets `keys[at..]` in `table`, whose path is `keys[..at]`.
+fn set_in_table(
+    table: &mut toml::Table,
+    keys: &[&str],
+    at: usize,
+    value: toml::Value,
+) -> Result<(), String> {
+    let key = keys[at];
+    if at + 1 == keys.len() {
+        table.insert(key.to_owned(), value);
+        return Ok(());
+    }
+    let entry = table
+        .entry(key.to_owned())
+        .or_insert_with(|| toml::Value::Table(toml::Table::new()));
+    set_in_value(entry, keys, at + 1, value)
+}
+
+/// Sets `keys[at..]` in `node`, whose path is `keys[..at]`.
+fn set_in_value(
+    node: &mut toml::Value,
+    keys: &[&str],
+    at: usize,
+    value: toml::Value,
+) -> Result<(), String> {
+    let so_far = keys[..at].join(".");
+    match node {
+        toml::Value::Table(t) => set_in_table(t, keys, at, value),
+        toml::Value::Array(items) => {
+            let len = items.len();
+            let i = keys[at]
+                .parse::<usize>()
+                .ok()
+                .filter(|i| *i < len)
+                .ok_or_else(|| {
+                    format!("{so_far} is an array of {len}: index it from 0, e.g. {so_far}.0")
+                })?;
+            if at + 1 == keys.len() {
+                items[i] = value;
+                Ok(())
+            } else {
+                set_in_value(&mut items[i], keys, at + 1, value)
+            }
+        }
+        _ => Err(format!("{so_far} is not a table")),
+    }
 }
 
 impl Experiment {
     /// Parses an experiment file's text. Errors name the problem and, for scenario errors,
     /// the variant they come from.
     pub fn from_toml(text: &str, overrides: &Overrides) -> Result<Experiment, String> {
-        let file: ExperimentFile = toml::from_str(text).map_err(|e| e.to_string())?;
+        if overrides.set.is_empty() {
+            let file: ExperimentFile = toml::from_str(text).map_err(|e| e.to_string())?;
+            return Experiment::from_file(file, overrides);
+        }
+        let read = |set: &[String]| -> Result<Experiment, String> {
+            let doc = Experiment::document(text, set)?;
+            let file: ExperimentFile = toml::Value::Table(doc)
+                .try_into()
+                .map_err(|e: toml::de::Error| e.message().to_owned())?;
+            Experiment::from_file(file, overrides)
+        };
+        read(&overrides.set).map_err(|err| {
+            // Name the assignment that breaks the file, if one does by itself.
+            let culprit = overrides
+                .set
+                .iter()
+                .find(|a| read(std::slice::from_ref(a)).is_err());
+            match culprit {
+                Some(a) if !err.starts_with("--set ") => format!("--set {a}: {err}"),
+                _ => err,
+            }
+        })
+    }
+
+    /// An experiment file's document with `set` ([`Overrides::set`]) applied.
+    pub fn document(text: &str, set: &[String]) -> Result<toml::Table, String> {
+        let mut doc: toml::Table = toml::from_str(text).map_err(|e| e.to_string())?;
+        apply_set(&mut doc, set)?;
+        Ok(doc)
+    }
+
+    /// The experiment file that [`Experiment::from_toml`] with `overrides` runs, as a
+    /// document of its own: `--set`, `--seed` and, in a sweep of offered loads, `--load`
+    /// written into it. `--duration`, and `--load` in a parameter sweep, act on every run
+    /// point after the file is read and have no place in it: they are refused.
+    pub fn resolved_document(text: &str, overrides: &Overrides) -> Result<toml::Table, String> {
+        let mut doc = Experiment::document(text, &overrides.set)?;
+        let e = Experiment::from_toml(text, overrides)?;
+        if overrides.duration_s.is_some() {
+            return Err(
+                "--duration has no place in the file: give --set base.duration_s=SECONDS instead"
+                    .into(),
+            );
+        }
+        let integer = |n: u64| toml::Value::Integer(i64::try_from(n).unwrap_or(i64::MAX));
+        if let Some(seeds) = &overrides.seeds {
+            match e.kind {
+                Kind::Sweep | Kind::Dynamic => {
+                    let path = if e.kind == Kind::Sweep {
+                        "sweep.seeds"
+                    } else {
+                        "seeds"
+                    };
+                    let list = toml::Value::Array(seeds.iter().map(|s| integer(*s)).collect());
+                    set_dotted(&mut doc, path, list)?;
+                }
+                Kind::Sample => {
+                    let first = seeds.first().copied().unwrap_or(1);
+                    set_dotted(&mut doc, "sample.seed", integer(first))?;
+                }
+            }
+        }
+        if overrides.loads.is_some() {
+            if e.x_name != "offered_load" {
+                return Err("--load in a parameter sweep has no place in the file: give --set base.offered_load=LOAD instead".into());
+            }
+            let mut kept: Vec<f64> = Vec::new();
+            for p in &e.points {
+                if !kept.contains(&p.x) {
+                    kept.push(p.x);
+                }
+            }
+            let list = toml::Value::Array(kept.into_iter().map(toml::Value::Float).collect());
+            set_dotted(&mut doc, "sweep.offered_load", list)?;
+        }
+        Ok(doc)
+    }
+
+    fn from_file(file: ExperimentFile, overrides: &Overrides) -> Result<Experiment, String> {
         if file.variant.is_empty() {
             return Err(format!("experiment {}: no [[variant]]", file.name));
         }
@@ -469,6 +630,7 @@ scenario = { re = { queue_capacity = 100, control = { algorithm = "rate-abs" } }
             seeds: Some(vec![7]),
             duration_s: Some(25.0),
             loads: Some(vec![2.0]),
+            ..Overrides::default()
         };
         let e = Experiment::from_toml(FILE, &o).unwrap();
         assert_eq!(e.points.len(), 2);
@@ -555,5 +717,94 @@ scenario = { re = { control = { algorithm = "rate-abs" } } }
         )
         .unwrap_err();
         assert!(err.contains("bogus"), "{err}");
+    }
+
+    fn with_set(set: &[&str]) -> Overrides {
+        Overrides {
+            set: set.iter().map(|s| (*s).to_owned()).collect(),
+            ..Overrides::default()
+        }
+    }
+
+    /// Every point's variant, x, seed and full scenario, for comparing two experiments.
+    fn runs(e: &Experiment) -> Vec<String> {
+        e.points
+            .iter()
+            .map(|p| {
+                let scenario = serde_json::to_string(&p.scenario).unwrap();
+                format!("{} {} {} {scenario}", p.variant, p.x, p.seed)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn set_changes_any_value_by_its_dotted_path() {
+        let o = with_set(&[
+            "base.re.queue_capacity=250",
+            "sweep.seeds=[4]",
+            "variant.1.scenario.re.control.algorithm=win-cont",
+            "variant.0.label=first",
+            "title=\"a, b\"",
+        ]);
+        let e = Experiment::from_toml(FILE, &o).unwrap();
+        assert_eq!(e.points.len(), 4, "two variants, two loads, one seed");
+        assert!(e.points.iter().all(|p| p.seed == 4));
+        assert_eq!(e.points[0].variant, "first");
+        assert_eq!(e.points[0].scenario.re.queue_capacity, 250);
+        assert_eq!(
+            e.points[2].scenario.re.queue_capacity, 100,
+            "the variant's own value wins"
+        );
+        assert_eq!(
+            e.points[2].scenario.re.control.algorithm.to_string(),
+            "win-cont"
+        );
+        assert_eq!(e.title, "a, b");
+    }
+
+    #[test]
+    fn set_names_what_it_cannot_apply() {
+        for (set, says) in [
+            (
+                "base.re.queue_capacityy=5",
+                "unknown field `queue_capacityy`",
+            ),
+            (
+                "base.re.queue_capacity=lots",
+                "--set base.re.queue_capacity=lots",
+            ),
+            ("plot.x=1", "unknown field `x`"),
+            ("variant.2.label=x", "variant is an array of 2"),
+            ("name.first=x", "name is not a table"),
+            ("base..re=1", "not a dotted path"),
+            ("seeds", "expected PATH=VALUE"),
+        ] {
+            let e = Experiment::from_toml(FILE, &with_set(&[set])).unwrap_err();
+            assert!(e.starts_with(&format!("--set {set}")), "{set}: {e}");
+            assert!(e.contains(says), "{set}: {e}");
+        }
+    }
+
+    #[test]
+    fn the_resolved_document_reads_back_as_the_same_experiment() {
+        let o = Overrides {
+            seeds: Some(vec![9, 3]),
+            loads: Some(vec![2.0]),
+            set: vec!["base.re.queue_capacity=77".into()],
+            ..Overrides::default()
+        };
+        let doc = Experiment::resolved_document(FILE, &o).unwrap();
+        let text = toml::to_string(&doc).unwrap();
+        let again = Experiment::from_toml(&text, &Overrides::default()).unwrap();
+        let direct = Experiment::from_toml(FILE, &o).unwrap();
+        assert_eq!(runs(&again), runs(&direct));
+        assert_eq!(again.points.len(), 4);
+        // --duration acts on the points, not on the file.
+        let o = Overrides {
+            duration_s: Some(5.0),
+            ..Overrides::default()
+        };
+        let e = Experiment::resolved_document(FILE, &o).unwrap_err();
+        assert!(e.contains("--set base.duration_s="), "{e}");
     }
 }

@@ -72,6 +72,18 @@ pub const MAX_ITERATIONS: u64 = 10_000;
 impl TuningExperiment {
     pub fn from_toml(text: &str) -> Result<TuningExperiment, String> {
         let file: TuningFile = toml::from_str(text).map_err(|e| e.to_string())?;
+        TuningExperiment::from_file(file)
+    }
+
+    /// A tuning file already parsed, e.g. after `--set` changed it.
+    pub fn from_document(doc: toml::Table) -> Result<TuningExperiment, String> {
+        let file: TuningFile = toml::Value::Table(doc)
+            .try_into()
+            .map_err(|e: toml::de::Error| e.message().to_owned())?;
+        TuningExperiment::from_file(file)
+    }
+
+    fn from_file(file: TuningFile) -> Result<TuningExperiment, String> {
         let base: Scenario = toml::Value::Table(file.base)
             .try_into()
             .map_err(|e: toml::de::Error| format!("[base]: {}", e.message()))?;

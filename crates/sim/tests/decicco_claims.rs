@@ -17,6 +17,7 @@ fn fig11_12(duration_s: f64, loads: &[f64]) -> Vec<(String, f64, RunReport)> {
         seeds: Some(vec![3]),
         duration_s: Some(duration_s),
         loads: Some(loads.to_vec()),
+        ..Overrides::default()
     };
     let e = Experiment::from_toml(&text, &overrides).unwrap();
     e.points

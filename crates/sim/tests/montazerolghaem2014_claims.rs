@@ -16,6 +16,7 @@ fn experiment(name: &str, duration_s: Option<f64>, loads: Option<Vec<f64>>) -> E
         seeds: Some(vec![2]),
         duration_s,
         loads,
+        ..Overrides::default()
     };
     Experiment::from_toml(&text, &overrides).unwrap()
 }

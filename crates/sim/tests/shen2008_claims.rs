@@ -15,6 +15,7 @@ fn experiment(name: &str, duration_s: f64, loads: &[f64]) -> Experiment {
         seeds: Some(vec![7]),
         duration_s: Some(duration_s),
         loads: Some(loads.to_vec()),
+        ..Overrides::default()
     };
     Experiment::from_toml(&text, &overrides).unwrap()
 }
