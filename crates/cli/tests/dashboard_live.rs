@@ -141,6 +141,11 @@ fn the_dashboard_and_metrics_show_the_pi_regulating() {
     assert!((0.5..=1.0).contains(&cpu), "filtered CPU load {cpu}");
     assert!(metrics.contains("sluice_proxy_control_info{algorithm=\"pi\"} 1"));
     let answered = value("sluice_proxy_setup_delay_seconds_count").unwrap();
+    eprintln!(
+        "at 3x, 6 s in: PI reject ratio {control:.3}, filtered CPU load {cpu:.3}, {answered} calls \
+         answered, {} metric lines",
+        metrics.lines().count()
+    );
     assert!(answered > 100.0, "calls answered: {answered}");
     external_tools::require_promtool_accepts(&metrics);
 

@@ -107,6 +107,10 @@ fn sighup_reroutes_new_calls_and_loses_no_call() {
         thread_b.join().unwrap().unwrap().summary,
     );
     let s = &run.summary;
+    eprintln!(
+        "offered {}, set up {}, completed {}; UAS A {} INVITEs / {} BYEs, UAS B {} / {}",
+        s.offered, s.successful, s.completed, a.invites, a.byes, b.invites, b.byes
+    );
     assert!(s.offered >= 550, "{s:?}");
     assert_eq!(s.successful, s.offered, "every call set up: {s:?}");
     assert_eq!(s.failed, 0, "{s:?}");

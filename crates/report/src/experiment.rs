@@ -344,8 +344,18 @@ fn draw(
                 (goodput, goodput_ci),
                 ideal,
             )?;
+            // The goodput plot carries the figure's own title; the other two say what they show.
+            let figure = if e.figure.is_empty() {
+                e.name.as_str()
+            } else {
+                e.figure.as_str()
+            };
+            let setup_title = format!(
+                "{figure}: session setup delay p99{}",
+                over_seeds(seeds_per_point(e))
+            );
             let axes = Axes {
-                title: &title,
+                title: &setup_title,
                 x_label: &e.plot.x_label,
                 y_label: "Session setup delay p99 (ms)",
                 y_max: 0.0,
@@ -356,8 +366,12 @@ fn draw(
                 sweep_series(e, reports, |r| r.setup_delay_p99_ms),
                 None,
             )?;
+            let retrans_title = format!(
+                "{figure}: retransmitted share of RE arrivals{}",
+                over_seeds(seeds_per_point(e))
+            );
             let axes = Axes {
-                title: &title,
+                title: &retrans_title,
                 x_label: &e.plot.x_label,
                 y_label: "Retransmitted share of RE arrivals",
                 y_max: 0.0,
