@@ -6,6 +6,7 @@ use std::path::Path;
 
 use sluice_control::optimal::optimal_goodput;
 use sluice_load::SecondRow;
+use sluice_report::experiment::SUMMARY_COLUMNS;
 use sluice_report::files::{create_dir, file_stem, write, CsvTable};
 use sluice_report::html::{write_page, Page, FILE};
 use sluice_report::plot::{line_chart, Axes, Series};
@@ -34,30 +35,12 @@ pub fn write_outputs(
     beta: Option<f64>,
 ) -> Result<Vec<String>, String> {
     create_dir(out)?;
-    let mut csv = CsvTable::new([
-        "experiment",
-        "variant",
-        "algorithm",
-        "seed",
-        "x",
-        "offered_load",
-        "goodput",
-        "goodput_cps",
-        "retrans_ratio",
-        "setup_delay_p50_ms",
-        "setup_delay_p99_ms",
-        "occupancy",
-        "reject_ratio",
-        "offered_load_measured",
-        "calls_offered",
-        "calls_good",
-        "re_queue_mean",
-        "re_dropped",
+    let mut csv = CsvTable::new(SUMMARY_COLUMNS.into_iter().chain([
         "capacity_cps",
         "uac_retrans_sent",
         "uas_2xx_retrans",
         "goodput_with_180",
-    ]);
+    ]));
     let o = |v: Option<f64>, prec: usize| v.map_or(String::new(), |v| format!("{v:.prec$}"));
     for p in points {
         csv.row([

@@ -143,28 +143,32 @@ fn page(e: &Experiment, plots: Vec<String>, claims: Vec<ClaimRow>) -> Page {
     }
 }
 
+/// The columns of `summary.csv`, one row per run; the live benches' summaries add theirs
+/// after these, so the simulator's and a bench's files read alike.
+pub const SUMMARY_COLUMNS: [&str; 18] = [
+    "experiment",
+    "variant",
+    "algorithm",
+    "seed",
+    "x",
+    "offered_load",
+    "goodput",
+    "goodput_cps",
+    "retrans_ratio",
+    "setup_delay_p50_ms",
+    "setup_delay_p99_ms",
+    "occupancy",
+    "reject_ratio",
+    "offered_load_measured",
+    "calls_offered",
+    "calls_good",
+    "re_queue_mean",
+    "re_dropped",
+];
+
 /// One row per run. Floats have fixed precision so identical runs give identical files.
 fn write_summary(out: &Path, e: &Experiment, reports: &[RunReport]) -> Result<(), String> {
-    let mut csv = CsvTable::new([
-        "experiment",
-        "variant",
-        "algorithm",
-        "seed",
-        "x",
-        "offered_load",
-        "goodput",
-        "goodput_cps",
-        "retrans_ratio",
-        "setup_delay_p50_ms",
-        "setup_delay_p99_ms",
-        "occupancy",
-        "reject_ratio",
-        "offered_load_measured",
-        "calls_offered",
-        "calls_good",
-        "re_queue_mean",
-        "re_dropped",
-    ]);
+    let mut csv = CsvTable::new(SUMMARY_COLUMNS);
     for (p, r) in e.points.iter().zip(reports) {
         csv.row([
             e.name.clone(),
