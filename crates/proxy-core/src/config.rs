@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 use sluice_control::ControlConfig;
 
 use crate::hop::OverloadConfig;
+use crate::tcp::TcpConfig;
 
 /// Everything the proxy runs with. `sluice proxy --print-config` prints the effective one.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -107,6 +108,9 @@ pub struct ProxyConfig {
     pub control: ControlConfig,
     /// Hop-by-hop overload control (RFC 7339/7415): `role = "re"` or `"se"`.
     pub overload: OverloadConfig,
+    /// SIP over TCP: listening, connections to next hops and their limits, and the TCP
+    /// overload controls (connection split, buffer sizes, smart forwarding).
+    pub tcp: TcpConfig,
     /// HTTP address (`host:port`) for `/metrics`, `/status`, `/signals` and `/dashboard`;
     /// unset: no admin endpoint.
     #[serde(deserialize_with = "crate::host_port::deserialize_option")]
@@ -146,6 +150,7 @@ impl Default for ProxyConfig {
             retry_after_s: 0,
             control: ControlConfig::default(),
             overload: OverloadConfig::default(),
+            tcp: TcpConfig::default(),
             admin: None,
             socket_buffer: 4 << 20,
             shutdown_grace_s: 5.0,
@@ -302,6 +307,7 @@ impl ProxyConfig {
         self.sip
             .validate()
             .map_err(|e| ConfigError::Invalid(format!("sip.{e}")))?;
+        self.tcp.validate().map_err(ConfigError::Invalid)?;
         if self.queue_capacity == 0 {
             return bad("queue_capacity must be at least 1".into());
         }

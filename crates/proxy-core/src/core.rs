@@ -1,6 +1,6 @@
 //! The sans-IO proxy core: receive stage, bounded FIFO, processor (see the crate docs).
 //!
-//! RFC 3261 §16 over UDP, transaction stateful: every request is received on a server
+//! RFC 3261 §16 over UDP and TCP (§18; what TCP adds is in `tcp.rs`), transaction stateful: every request is received on a server
 //! transaction and forwarded on a client transaction of `sluice_txn`; responses come back
 //! through the client transaction and go upstream on the server transaction. The ACK for a
 //! 2xx and 2xx retransmissions belong to no transaction and are forwarded statelessly
@@ -21,7 +21,9 @@ use sluice_control::{
 use sluice_sip::edit::{self, RequestEdits, ResponseEdits};
 use sluice_sip::{HeaderName, Host, Limits, Message, Method, NameAddr, Uri};
 use sluice_time::Time;
-use sluice_txn::{ClientTxId, Event, Origin, Peer, Received, ServerTxId, TransactionLayer, TxId};
+use sluice_txn::{
+    ClientTxId, Event, Origin, Peer, Received, ServerTxId, TransactionLayer, Transport, TxId,
+};
 use smallvec::SmallVec;
 
 use crate::config::ProxyConfig;
@@ -31,6 +33,7 @@ use crate::invites::{InviteMemory, Sighting};
 use crate::limiter::SourceLimiter;
 use crate::peers::DialogPeers;
 use crate::record::{Processed, Record};
+use crate::tcp::{ConnectionSplit, Lane, SendQueues, TcpConfig};
 use crate::transmit::Transmit;
 
 /// Every branch this proxy writes starts with this, so that a response or stray 2xx can be
@@ -102,6 +105,9 @@ pub struct CoreStats {
     pub admitted: u64,
     /// New sessions the admission policy rejected (503 at the rejection cost).
     pub rejected_policy: u64,
+    /// New INVITEs rejected by smart forwarding: their TCP connection to the next hop
+    /// still held unsent bytes (Shen and Schulzrinne 2010 §6.2).
+    pub rejected_smart_forwarding: u64,
     /// New sessions rejected because the proxy is shutting down.
     pub rejected_shutdown: u64,
     /// New sessions answered 503 (statelessly, at the receive stage) because the
@@ -238,7 +244,7 @@ impl CoreStats {
 #[derive(Debug)]
 struct Queued {
     msg: Message,
-    from: SocketAddr,
+    from: Peer,
     arrived: Time,
     summary: MessageSummary,
     /// The admission stage decided to reject: answer 503 at the rejection cost.
@@ -274,7 +280,7 @@ enum Held {
     Waiting {
         server: ServerTxId,
         request: Message,
-        from: SocketAddr,
+        from: Peer,
         arrived: Time,
     },
 }
@@ -421,7 +427,8 @@ pub struct ProxyCore {
     /// Keys the tag on each branch this proxy makes, so that nobody off the path can name
     /// one of its client transactions (which is what a response needs to be believed).
     branch_key: u64,
-    /// How this proxy's own Via begins, up to its branch prefix, as it writes it.
+    /// How this proxy's own Via continues after `SIP/2.0/<transport> `, up to its branch
+    /// prefix, as it writes it.
     own_via_prefix: Vec<u8>,
     /// The host's own addresses, for a proxy bound to a wildcard address: a request for
     /// any of them at this port is for this proxy (empty: only `local` and `me`).
@@ -437,6 +444,10 @@ pub struct ProxyCore {
     destinations: Vec<SocketAddr>,
     dialog_peers: DialogPeers,
     via_buf: Vec<u8>,
+    /// SIP over TCP: the settings the core reads (the driver owns the connections).
+    tcp: TcpConfig,
+    /// Smart forwarding's input: the outgoing connections' unsent bytes.
+    send_queues: SendQueues,
     out: VecDeque<Transmit>,
     draining: bool,
     stats: CoreStats,
@@ -600,6 +611,15 @@ fn sent_request_key(payload: &[u8]) -> Option<(Method, &[u8])> {
     None
 }
 
+/// The transport a URI's `transport` parameter names, if it names one this proxy speaks.
+fn uri_transport(uri: &Uri<'_>) -> Option<Transport> {
+    match uri.param("transport")?? {
+        t if t.eq_ignore_ascii_case(b"tcp") => Some(Transport::Tcp),
+        t if t.eq_ignore_ascii_case(b"udp") => Some(Transport::Udp),
+        _ => None,
+    }
+}
+
 /// The same socket address, an IPv4-mapped IPv6 one equal to its IPv4 form.
 fn same_address(a: SocketAddr, b: SocketAddr) -> bool {
     a.port() == b.port() && a.ip().to_canonical() == b.ip().to_canonical()
@@ -617,7 +637,7 @@ impl ProxyCore {
     pub fn new(config: &ProxyConfig, local: SocketAddr, now: Time) -> ProxyCore {
         let me = config.advertised(local);
         let (me_host, me_port) = split_hostport(&me);
-        let own_via_prefix = format!("SIP/2.0/UDP {me};branch={BRANCH_PREFIX}").into_bytes();
+        let own_via_prefix = format!("{me};branch={BRANCH_PREFIX}").into_bytes();
         let record_route = format!("<sip:{me};lr>").into_bytes();
         let txn_config = config.sip.txn_config(config.max_transactions);
         ProxyCore {
@@ -681,6 +701,8 @@ impl ProxyCore {
                 config.max_dialog_peers,
             ),
             via_buf: Vec::with_capacity(128),
+            tcp: config.tcp.clone(),
+            send_queues: SendQueues::default(),
             out: VecDeque::new(),
             draining: false,
             stats: CoreStats::default(),
@@ -799,7 +821,11 @@ impl ProxyCore {
         request
             .header_values(HeaderName::Via)
             .filter_map(Result::ok)
-            .filter_map(|via| via.strip_prefix(ours))
+            .filter_map(|via| {
+                via.strip_prefix(b"SIP/2.0/UDP ")
+                    .or_else(|| via.strip_prefix(b"SIP/2.0/TCP "))?
+                    .strip_prefix(ours)
+            })
             .any(|rest| {
                 let branch = &rest[..rest.iter().position(|&b| b == b';').unwrap_or(rest.len())];
                 branch.ends_with(&digits)
@@ -810,7 +836,32 @@ impl ProxyCore {
 
     /// A datagram arrived from `from`: the cheap admission parse and the admission decision.
     pub fn handle_datagram(&mut self, now: Time, payload: Bytes, from: SocketAddr) {
-        self.handle_datagram_marked(now, payload, from, false);
+        self.receive(now, payload, Peer::udp(from), false);
+    }
+
+    /// A whole message (framed by its Content-Length, `sluice_sip::StreamFramer`) arrived
+    /// on a TCP connection whose remote address is `from`. What answers it goes back on
+    /// that connection ([`Transmit::to`] is `from`, over TCP). A driver that applies
+    /// back-pressure asks [`has_room`](Self::has_room) before reading the next one.
+    pub fn handle_stream_message(&mut self, now: Time, payload: Bytes, from: SocketAddr) {
+        self.receive(now, payload, Peer::tcp(from), false);
+    }
+
+    /// Whether the queue the next message would join has room for it: a stream driver
+    /// reads on only while it does, so that a full queue stops the reading and TCP's flow
+    /// control pushes back on the sender (Shen and Schulzrinne 2010 §5), where a datagram
+    /// would be dropped.
+    pub fn has_room(&mut self, now: Time) -> bool {
+        self.run_processor(now);
+        self.queue.len() < self.queue_capacity
+            && (!self.split || self.invite_queue.len() < self.invite_queue_capacity)
+    }
+
+    /// The driver measured the bytes an outgoing TCP connection to `to` holds unsent
+    /// (`SIOCOUTQ` and its own write queue; the link model's send buffer in the
+    /// simulator): smart forwarding's input.
+    pub fn handle_send_queue(&mut self, to: SocketAddr, lane: Lane, unsent_bytes: usize) {
+        self.send_queues.set(to, lane, unsent_bytes);
     }
 
     /// As [`handle_datagram`](Self::handle_datagram), for a driver that knows the datagram
@@ -824,17 +875,25 @@ impl ProxyCore {
         from: SocketAddr,
         retransmission: bool,
     ) {
+        self.receive(now, payload, Peer::udp(from), retransmission);
+    }
+
+    fn receive(&mut self, now: Time, payload: Bytes, from: Peer, retransmission: bool) {
         self.last_now = now;
         self.stats.datagrams_in += 1;
         self.stats.bytes_in += payload.len() as u64;
         self.stats.in_by_kind.count(&payload);
-        if payload.len() > self.max_datagram {
+        let max_size = match from.transport {
+            Transport::Udp => self.max_datagram,
+            Transport::Tcp => self.tcp.max_message_size,
+        };
+        if payload.len() > max_size {
             self.stats.oversized += 1;
             return;
         }
         let limits = Limits {
-            max_message_size: self.max_datagram,
-            ..Limits::DATAGRAM
+            max_message_size: max_size,
+            ..Limits::STREAM
         };
         let Ok((msg, whole)) = Message::parse_short_body(payload, &limits) else {
             // Nothing parsed means no Via to answer along: drop and count (§18.1.2 / §16.3
@@ -888,7 +947,7 @@ impl ProxyCore {
             self.stats.dropped_repeats_waiting += 1;
             return;
         }
-        if new_request && sighting == Sighting::First && !self.limiter.allow(now, from.ip()) {
+        if new_request && sighting == Sighting::First && !self.limiter.allow(now, from.addr.ip()) {
             // Over its source's rate: dropped before it costs anything (a 503 would cost
             // the processor and could be reflected at a spoofed source).
             self.stats.dropped_rate_limit += 1;
@@ -907,9 +966,11 @@ impl ProxyCore {
             Some(Method::Invite) => MessageSummary::repeated_invite(None),
             Some(_) => MessageSummary::other_request(None),
         };
+        let neighbour = Self::neighbour_address(&msg, from);
         let (txn, key) = (&self.txn, self.branch_key);
-        let (summary, offer) =
-            self.hop.on_arrival(now, &msg, from, summary, |response| {
+        let (summary, offer) = self
+            .hop
+            .on_arrival(now, &msg, neighbour, summary, |response| {
                 match txn.client_peer(response) {
                     Some(peer) => SentBy::Live(peer.addr),
                     None if response
@@ -925,21 +986,30 @@ impl ProxyCore {
         // requests are exempt, so only out-of-dialog ones are offered, and a retransmitted
         // INVITE was offered as its original.
         let mut hold = None;
-        let hop_reject = new_request && sighting == Sighting::First && self.hop.is_se() && {
-            // Routing reads the processor's in-dialog flag.
-            self.cur_in_dialog = false;
-            match self.route(&msg) {
-                Ok((dest, _)) => match self.hop.reduce(now, &msg, dest) {
-                    OcVerdict::Forward => false,
-                    OcVerdict::Reject => true,
-                    OcVerdict::Hold(id) => {
-                        hold = Some((dest, id));
-                        false
-                    }
-                },
-                Err(_) => false,
-            }
-        };
+        let smart_reject = new_request
+            && sighting == Sighting::First
+            && self.tcp.smart_forwarding
+            && msg.method() == Some(&Method::Invite)
+            && self.send_queue_not_empty(&msg);
+        if smart_reject {
+            self.stats.rejected_smart_forwarding += 1;
+        }
+        let hop_reject =
+            new_request && sighting == Sighting::First && !smart_reject && self.hop.is_se() && {
+                // Routing reads the processor's in-dialog flag.
+                self.cur_in_dialog = false;
+                match self.route(&msg) {
+                    Ok((dest, _)) => match self.hop.reduce(now, &msg, dest.addr) {
+                        OcVerdict::Forward => false,
+                        OcVerdict::Reject => true,
+                        OcVerdict::Hold(id) => {
+                            hold = Some((dest.addr, id));
+                            false
+                        }
+                    },
+                    Err(_) => false,
+                }
+            };
         // In the split structure the policies watch the INVITE queue, as in the simulator.
         let watched = if self.split {
             self.invite_queue.len()
@@ -949,7 +1019,7 @@ impl ProxyCore {
         let verdict = self.admission.get().on_arrival(now, watched, &summary);
         // Only new sessions are ever rejected: everything else belongs to work already
         // accepted, and rejecting it would waste that work.
-        let mut reject = hop_reject;
+        let mut reject = hop_reject || smart_reject;
         if summary.is_session_start() && !reject {
             if self.table_headroom_reached() {
                 // Stateless, so the refusal itself takes no slot of the headroom.
@@ -1046,7 +1116,7 @@ impl ProxyCore {
 
     /// RFC 3261 §18.3: a request whose Content-Length promises more than the datagram holds
     /// gets 400 (an ACK is dropped: nothing answers it).
-    fn answer_short_body(&mut self, head: &Message, from: SocketAddr) {
+    fn answer_short_body(&mut self, head: &Message, from: Peer) {
         if !head.is_request()
             || head.method() == Some(&Method::Ack)
             || head.top_via().is_err()
@@ -1787,7 +1857,7 @@ impl ProxyCore {
             return;
         }
         self.cur_hold = q.hold;
-        let received = self.txn.handle_message(now, msg, Peer::udp(q.from));
+        let received = self.txn.handle_message(now, msg, q.from);
         if received == Received::Malformed {
             self.stats.invalid += 1;
         }
@@ -1832,8 +1902,11 @@ impl ProxyCore {
     fn drain_txn(&mut self, now: Time) {
         loop {
             while let Some(t) = self.txn.poll_transmit() {
+                let lane = self.lane_of(t.to.transport, &t.payload);
                 self.out.push_back(Transmit {
                     to: t.to.addr,
+                    transport: t.to.transport,
+                    lane,
                     payload: t.payload,
                     origin: Some(t.origin),
                     retransmission: t.retransmission,
@@ -1846,9 +1919,11 @@ impl ProxyCore {
         }
     }
 
-    fn send_stateless(&mut self, to: SocketAddr, payload: Bytes) {
+    fn send_stateless(&mut self, to: Peer, payload: Bytes) {
         self.out.push_back(Transmit {
-            to,
+            to: to.addr,
+            transport: to.transport,
+            lane: Lane::Shared,
             payload,
             origin: None,
             retransmission: self.cur_retransmission,
@@ -1881,10 +1956,10 @@ impl ProxyCore {
                 request,
                 from,
                 cancels,
-            } => self.on_request(now, tx, &request, from.addr, cancels),
+            } => self.on_request(now, tx, &request, from, cancels),
             Event::Response { tx, response } => self.on_response(now, tx, &response),
             Event::StrayResponse { response, .. } => self.relay_stray(&response),
-            Event::Ack2xx { request, from, .. } => self.forward_ack(&request, from.addr),
+            Event::Ack2xx { request, from, .. } => self.forward_ack(&request, from),
             Event::Refused { request, from } => {
                 self.stats.refused_table_full += 1;
                 if request.method() != Some(&Method::Ack) {
@@ -1892,7 +1967,7 @@ impl ProxyCore {
                     if self.retry_after > 0 {
                         b = b.retry_after(self.retry_after);
                     }
-                    self.send_stateless(from.addr, b.build());
+                    self.send_stateless(from, b.build());
                 }
             }
             Event::Timeout {
@@ -1953,7 +2028,7 @@ impl ProxyCore {
         now: Time,
         tx: ServerTxId,
         request: &Message,
-        from: SocketAddr,
+        from: Peer,
         cancels: Option<ServerTxId>,
     ) {
         let method = request.method().cloned();
@@ -2014,14 +2089,7 @@ impl ProxyCore {
     }
 
     /// Routes a request and sends it on a new client transaction (§16.6).
-    fn forward(
-        &mut self,
-        now: Time,
-        tx: ServerTxId,
-        request: &Message,
-        from: SocketAddr,
-        invite: bool,
-    ) {
+    fn forward(&mut self, now: Time, tx: ServerTxId, request: &Message, from: Peer, invite: bool) {
         let loop_hash = self.loop_hash(request);
         if self.has_looped(request, loop_hash) {
             self.stats.loops += 1;
@@ -2054,21 +2122,21 @@ impl ProxyCore {
             request,
             from,
             &branch,
-            pop_route,
+            (dest, pop_route),
             dialog_creating,
-            Some((now, dest)),
+            Some(now),
         );
         let Ok(forward) = Message::parse(bytes) else {
             self.stats.invalid += 1;
             self.respond(now, tx, request, 500);
             return;
         };
-        if let Ok(client) = self.txn.send_request(now, forward, Peer::udp(dest)) {
+        if let Ok(client) = self.txn.send_request(now, forward, dest) {
             {
                 self.stats.forwarded_requests += 1;
                 self.cur_accepted = invite;
-                let in_transit_to =
-                    (invite && dialog_creating && self.hop.session_sent(dest)).then_some(dest);
+                let in_transit_to = (invite && dialog_creating && self.hop.session_sent(dest.addr))
+                    .then_some(dest.addr);
                 self.links.insert(
                     client,
                     Link {
@@ -2208,7 +2276,7 @@ impl ProxyCore {
 
     /// Where a response goes once this proxy's Via is popped (§18.2.2 with RFC 3581): the
     /// next Via's `received`/`rport` if present, else its sent-by.
-    fn via_destination(response: &Message) -> Option<SocketAddr> {
+    fn via_destination(response: &Message) -> Option<Peer> {
         let via = response.vias().nth(1)?.ok()?;
         let ip = via
             .received()
@@ -2219,11 +2287,19 @@ impl ProxyCore {
             Some(Some(p)) => p,
             _ => via.port.unwrap_or(5060),
         };
-        Some(SocketAddr::new(ip, port))
+        let transport = if via.transport.eq_ignore_ascii_case(b"TCP") {
+            Transport::Tcp
+        } else {
+            Transport::Udp
+        };
+        Some(Peer {
+            addr: SocketAddr::new(ip, port),
+            transport,
+        })
     }
 
     /// §16.11: the ACK for a 2xx is forwarded statelessly, along the route set.
-    fn forward_ack(&mut self, request: &Message, from: SocketAddr) {
+    fn forward_ack(&mut self, request: &Message, from: Peer) {
         if request.max_forwards() == Some(0) {
             self.stats.too_many_hops += 1;
             return;
@@ -2249,45 +2325,50 @@ impl ProxyCore {
         let h = foldhash::fast::FixedState::default()
             .hash_one(request.top_via_branch().unwrap_or_default());
         let branch = format!("{BRANCH_PREFIX}a{h:x}{loop_hash:08x}");
-        let bytes = self.edit_request(request, from, &branch, pop_route, false, None);
+        let bytes = self.edit_request(request, from, &branch, (dest, pop_route), false, None);
         self.stats.forwarded_acks += 1;
         self.send_stateless(dest, bytes);
     }
 
-    /// The §16.6 edits: new Via on top (with received/rport on the received one), Max-Forwards
+    /// The §16.6 edits for a request going to `to`: new Via on top (its transport `to`'s, with
+    /// received/rport on the received one), Max-Forwards
     /// decremented, Record-Route for dialog-creating requests, our Route popped.
     fn edit_request(
         &mut self,
         request: &Message,
-        from: SocketAddr,
+        from: Peer,
         branch: &str,
-        pop_route: bool,
+        (to, pop_route): (Peer, bool),
         record_route: bool,
-        oc_towards: Option<(Time, SocketAddr)>,
+        oc_towards: Option<Time>,
     ) -> Bytes {
+        let from_ip = from.addr.ip();
         self.via_buf.clear();
-        self.via_buf.extend_from_slice(b"SIP/2.0/UDP ");
+        self.via_buf.extend_from_slice(match to.transport {
+            Transport::Udp => b"SIP/2.0/UDP ",
+            Transport::Tcp => b"SIP/2.0/TCP ",
+        });
         self.via_buf.extend_from_slice(self.me.as_bytes());
         self.via_buf.extend_from_slice(b";branch=");
         self.via_buf.extend_from_slice(branch.as_bytes());
-        if let Some((now, dest)) = oc_towards {
+        if let Some(now) = oc_towards {
             // SE: declare support for overload control to a configured next hop.
-            self.hop.append_via(now, dest, &mut self.via_buf);
+            self.hop.append_via(now, to.addr, &mut self.via_buf);
         }
         // RFC 3581 §4: rport asked for, so fill it in, and received with it; RFC 3261
         // §18.2.1: received when the sent-by host is not the packet's source.
         let (rport, received) = match request.top_via() {
             Ok(top) if top.rport().is_some() => (true, true),
-            Ok(top) => (false, host_ip(&top.host) != Some(from.ip())),
+            Ok(top) => (false, host_ip(&top.host) != Some(from_ip)),
             Err(_) => (false, false),
         };
         let ip = if received {
-            from.ip().to_string()
+            from_ip.to_string()
         } else {
             String::new()
         };
         let mut port = itoa::Buffer::new();
-        let port = port.format(from.port());
+        let port = port.format(from.addr.port());
         let both = [("received", Some(ip.as_str())), ("rport", Some(port))];
         let params: &[(&str, Option<&str>)] = match (received, rport) {
             (true, true) => &both,
@@ -2329,7 +2410,7 @@ impl ProxyCore {
     /// §16.4 and §16.5/§16.6 step 7: pop a Route naming us; then the next Route, a static
     /// rule, the Request-URI's own address (in-dialog requests carry the peer's Contact),
     /// or the default next hop.
-    fn route(&self, request: &Message) -> Result<(SocketAddr, bool), RouteError> {
+    fn route(&self, request: &Message) -> Result<(Peer, bool), RouteError> {
         let mut routes = request.header_values(HeaderName::Route);
         let first = routes
             .next()
@@ -2344,6 +2425,8 @@ impl ProxyCore {
         } else {
             first
         };
+        // The transport a target URI asks for (RFC 3263 §4.1: its `transport` parameter).
+        let mut asked: Option<Transport> = None;
         let dest = if let Some(route) = next_route {
             // A next hop named by a Route must be an address: this proxy does no DNS.
             let ip = route
@@ -2351,6 +2434,7 @@ impl ProxyCore {
                 .as_ref()
                 .and_then(host_ip)
                 .ok_or(RouteError::NoRoute)?;
+            asked = uri_transport(&route);
             SocketAddr::new(ip, route.port.unwrap_or(5060))
         } else if let (false, true, Some(next_hop)) =
             (self.cur_in_dialog, self.routes.is_empty(), self.next_hop)
@@ -2376,6 +2460,7 @@ impl ProxyCore {
                     u.port.unwrap_or(5060),
                 ))
             });
+            let target_transport = ruri.as_ref().and_then(uri_transport);
             // In a dialog the Request-URI is the peer's Contact: go there. A new request is
             // routed by the operator's rules and next hop, the Request-URI only as a fallback.
             let in_dialog = self.cur_in_dialog;
@@ -2386,11 +2471,15 @@ impl ProxyCore {
             };
             // Nothing but a Request-URI naming this proxy: forwarding would loop.
             let for_me = ruri.as_ref().is_some_and(|u| self.names_me(u));
-            candidates.into_iter().flatten().next().ok_or(if for_me {
+            let dest = candidates.into_iter().flatten().next().ok_or(if for_me {
                 RouteError::Loop
             } else {
                 RouteError::NoRoute
-            })?
+            })?;
+            if Some(dest) == target {
+                asked = target_transport;
+            }
+            dest
         };
         if self.is_local(dest) {
             return Err(RouteError::Loop);
@@ -2401,6 +2490,60 @@ impl ProxyCore {
         {
             return Err(RouteError::Forbidden);
         }
-        Ok((dest, pop))
+        let transport = asked.unwrap_or(
+            if self.tcp.to_next_hops && self.destinations.contains(&dest) {
+                Transport::Tcp
+            } else {
+                Transport::Udp
+            },
+        );
+        Ok((
+            Peer {
+                addr: dest,
+                transport,
+            },
+            pop,
+        ))
+    }
+
+    /// Smart forwarding's test for a new INVITE (Shen and Schulzrinne 2010, Figs. 10–11):
+    /// it would go over TCP, and the connection it would take still holds unsent bytes.
+    fn send_queue_not_empty(&mut self, invite: &Message) -> bool {
+        self.cur_in_dialog = false;
+        match self.route(invite) {
+            Ok((dest, _)) if dest.transport == Transport::Tcp => {
+                let lane = self.lane_of(Transport::Tcp, invite.as_bytes());
+                self.send_queues.get(dest.addr, lane) > 0
+            }
+            _ => false,
+        }
+    }
+
+    /// ECS sends the INVITEs that start sessions on a connection of their own.
+    fn lane_of(&self, transport: Transport, payload: &[u8]) -> Lane {
+        if transport == Transport::Tcp
+            && self.tcp.connection_split == ConnectionSplit::Ecs
+            && payload.starts_with(b"INVITE ")
+        {
+            Lane::Invites
+        } else {
+            Lane::Shared
+        }
+    }
+
+    /// Who sent a message, as the hop-by-hop control knows its neighbours: the source
+    /// address over UDP; over TCP, the connection's IP address with the port its top Via
+    /// names (the sender's listening port, RFC 5923's view of a connection's peer), since
+    /// the connection's own port is ephemeral.
+    fn neighbour_address(msg: &Message, from: Peer) -> SocketAddr {
+        match from.transport {
+            Transport::Udp => from.addr,
+            Transport::Tcp => match msg.top_via() {
+                Ok(via) if msg.is_request() => {
+                    SocketAddr::new(from.addr.ip(), via.port.unwrap_or(5060))
+                }
+                _ => from.addr,
+            },
+        }
     }
 }

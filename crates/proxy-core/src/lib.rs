@@ -198,6 +198,7 @@ mod invites;
 mod limiter;
 mod peers;
 mod record;
+mod tcp;
 mod transmit;
 
 pub use config::{ConfigError, ProxyConfig, RouteRule, SipTimers};
@@ -206,4 +207,6 @@ pub use histogram::{DelayHistogram, DELAY_BUCKETS_S};
 pub use hop::{HopRole, HopStats, OverloadConfig};
 pub use host_port::resolve as resolve_host_port;
 pub use record::{Processed, Record};
+pub use sluice_txn::Transport;
+pub use tcp::{ConnectionSplit, Lane, TcpConfig};
 pub use transmit::Transmit;

@@ -1,0 +1,179 @@
+//! SIP over TCP (RFC 3261 §18) and the overload controls of Shen and Schulzrinne, "On
+//! TCP-based SIP Server Overload Control" (IPTComm 2010): connection split (§6.1, ECS; §6.3,
+//! ICS), buffer minimisation (§6.1, §6.4) and smart forwarding (§6.2–6.3).
+//!
+//! The core decides; the driver measures. What the core needs from the transport is one
+//! number per outgoing connection, the bytes it has accepted but not yet delivered (Linux
+//! `SIOCOUTQ` live, the link model's send buffer in the simulator), handed in with
+//! [`ProxyCore::handle_send_queue`](crate::ProxyCore::handle_send_queue). The connections
+//! themselves, their buffers and their limits belong to the driver.
+
+use std::net::SocketAddr;
+
+use serde::{Deserialize, Serialize};
+
+/// Which outgoing connection to a next hop a message takes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Lane {
+    /// The one connection to the next hop (ICS), or, with ECS, the one for everything
+    /// but new INVITEs.
+    #[default]
+    Shared,
+    /// ECS: the connection that carries only the INVITEs that start sessions.
+    Invites,
+}
+
+/// How requests to a next hop are spread over TCP connections (Shen and Schulzrinne
+/// 2010, §6.1, §6.3).
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum ConnectionSplit {
+    /// Implicit connection split: one connection per next hop; smart forwarding looks at
+    /// its send queue for INVITEs only (Fig. 11).
+    #[default]
+    Ics,
+    /// Explicit connection split: INVITEs that start sessions on a connection of their
+    /// own, everything else on another (Fig. 9); smart forwarding looks at the INVITE
+    /// connection (Fig. 10).
+    Ecs,
+}
+
+/// SIP over TCP: listening, connections to next hops, their limits, and Shen and
+/// Schulzrinne's controls. Buffer sizes of 0 leave the kernel's default.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(default, deny_unknown_fields)]
+pub struct TcpConfig {
+    /// Listen for TCP on the same address and port as UDP (RFC 3261 §18: a proxy serves
+    /// both). Responses go back on the connection their request came in on.
+    pub listen: bool,
+    /// Send requests to the configured next hops (`next_hop`, the rules' next hops, the
+    /// overload next hops) over TCP. Requests to other destinations, and every request
+    /// whose target URI says `transport=udp`, go over UDP; a target URI with
+    /// `transport=tcp` goes over TCP.
+    pub to_next_hops: bool,
+    /// `ics`: one connection per next hop; `ecs`: a second one for new INVITEs.
+    pub connection_split: ConnectionSplit,
+    /// Smart forwarding (Shen and Schulzrinne 2010, §6.2): a new INVITE to a TCP next hop whose (INVITE) connection
+    /// still holds unsent bytes is rejected with 503 here, instead of queueing behind
+    /// them. Parameter-free: the test is "the send buffer is not empty".
+    pub smart_forwarding: bool,
+    /// SO_RCVBUF of accepted connections, bytes (buffer minimisation at the receiving
+    /// server: the paper recommends room for a couple of INVITEs, 2 KB). 0: kernel default.
+    pub listen_receive_buffer: usize,
+    /// SO_SNDBUF of accepted connections, bytes. 0: kernel default.
+    pub listen_send_buffer: usize,
+    /// SO_RCVBUF of connections to next hops, bytes. 0: kernel default.
+    pub next_hop_receive_buffer: usize,
+    /// SO_SNDBUF of connections to next hops, bytes (the sending server's send buffer,
+    /// which need not be minimised: Shen and Schulzrinne 2010, §6.4). 0: kernel default.
+    pub next_hop_send_buffer: usize,
+    /// Most TCP connections open at once, accepted and outgoing; beyond, new ones are
+    /// refused (counted).
+    pub max_connections: usize,
+    /// New connections accepted per second, with a burst of one second's worth; the
+    /// excess is closed at once (counted). 0: no limit.
+    pub accepts_per_second: f64,
+    /// Bytes waiting in user space to be written on one connection; a message that does
+    /// not fit is dropped (counted), so a peer that stops reading holds at most this.
+    pub write_queue_bytes: usize,
+    /// A connection with no traffic either way for this long is closed, seconds.
+    pub idle_timeout_s: f64,
+    /// A message begun but not completed within this long closes its connection
+    /// (counted), seconds: a peer cannot hold a buffer open by trickling bytes.
+    pub message_timeout_s: f64,
+    /// Largest SIP message accepted on a connection, bytes; a longer one closes it
+    /// (counted).
+    pub max_message_size: usize,
+    /// Longest wait for an outgoing connection to be established, seconds; the requests
+    /// that waited for it then fail (§16.9: 500 upstream).
+    pub connect_timeout_s: f64,
+}
+
+impl Default for TcpConfig {
+    fn default() -> Self {
+        Self {
+            listen: true,
+            to_next_hops: false,
+            connection_split: ConnectionSplit::Ics,
+            smart_forwarding: false,
+            listen_receive_buffer: 0,
+            listen_send_buffer: 0,
+            next_hop_receive_buffer: 0,
+            next_hop_send_buffer: 0,
+            max_connections: 16_384,
+            accepts_per_second: 1_000.0,
+            write_queue_bytes: 1 << 20,
+            idle_timeout_s: 600.0,
+            message_timeout_s: 10.0,
+            max_message_size: 65_535,
+            connect_timeout_s: 2.0,
+        }
+    }
+}
+
+impl TcpConfig {
+    /// Ranges serde cannot check; the message names the key.
+    pub fn validate(&self) -> Result<(), String> {
+        let positive = [
+            ("tcp.idle_timeout_s", self.idle_timeout_s),
+            ("tcp.message_timeout_s", self.message_timeout_s),
+            ("tcp.connect_timeout_s", self.connect_timeout_s),
+        ];
+        for (name, v) in positive {
+            if !(v.is_finite() && v > 0.0 && v <= 1.0e7) {
+                return Err(format!("{name} = {v}: allowed above 0, up to 1e7 seconds"));
+            }
+        }
+        if !(self.accepts_per_second.is_finite() && self.accepts_per_second >= 0.0) {
+            return Err(format!(
+                "tcp.accepts_per_second = {}: allowed 0 or more",
+                self.accepts_per_second
+            ));
+        }
+        if self.max_connections == 0 {
+            return Err("tcp.max_connections = 0: allowed 1 or more".into());
+        }
+        if !(256..=1 << 24).contains(&self.max_message_size) {
+            return Err(format!(
+                "tcp.max_message_size = {}: allowed 256 to 16777216",
+                self.max_message_size
+            ));
+        }
+        if self.write_queue_bytes < self.max_message_size {
+            return Err(format!(
+                "tcp.write_queue_bytes = {}: allowed tcp.max_message_size ({}) or more",
+                self.write_queue_bytes, self.max_message_size
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// The send queues of the outgoing connections, as the driver last measured them.
+#[derive(Debug, Default)]
+pub(crate) struct SendQueues {
+    /// Few next hops: a vector beats a map, and nothing iterates it into output.
+    unsent: Vec<((SocketAddr, Lane), usize)>,
+}
+
+impl SendQueues {
+    pub(crate) fn set(&mut self, to: SocketAddr, lane: Lane, bytes: usize) {
+        if let Some((_, b)) = self.unsent.iter_mut().find(|(k, _)| *k == (to, lane)) {
+            *b = bytes;
+        } else if self.unsent.len() < 4096 {
+            // Bounded: the driver reports the connections to the destinations this proxy
+            // sends requests to, and past this many the rest read as empty.
+            self.unsent.push(((to, lane), bytes));
+        }
+    }
+
+    /// Bytes waiting towards `to` on `lane`; 0 for a connection never measured.
+    pub(crate) fn get(&self, to: SocketAddr, lane: Lane) -> usize {
+        self.unsent
+            .iter()
+            .find(|(k, _)| *k == (to, lane))
+            .map_or(0, |(_, b)| *b)
+    }
+}
