@@ -64,6 +64,23 @@ pub struct ProxyArgs {
     /// Stop after this long (`duration_s`).
     #[arg(long, value_parser = parse_duration)]
     duration: Option<Duration>,
+    /// UDP only: no TCP listener on the same port (`tcp.listen = false`).
+    #[arg(long)]
+    no_tcp: bool,
+    /// Send requests to the configured next hops over TCP (`tcp.to_next_hops`).
+    #[arg(long)]
+    tcp_to_next_hops: bool,
+    /// TCP connections per next hop: ics (one) or ecs (another for new INVITEs)
+    /// (`tcp.connection_split`).
+    #[arg(long, value_parser = ["ics", "ecs"])]
+    connection_split: Option<String>,
+    /// Reject a new INVITE while its TCP connection to the next hop holds unsent bytes
+    /// (`tcp.smart_forwarding`, Shen and Schulzrinne 2010).
+    #[arg(long)]
+    smart_forwarding: bool,
+    /// SO_RCVBUF of accepted TCP connections, bytes (`tcp.listen_receive_buffer`).
+    #[arg(long)]
+    listen_receive_buffer: Option<usize>,
     /// Print the effective config as TOML and exit.
     #[arg(long)]
     print_config: bool,
@@ -102,6 +119,25 @@ fn effective_config(args: &ProxyArgs) -> Result<ProxyConfig, String> {
     }
     if args.invite_queue {
         c.invite_queue = true;
+    }
+    if args.no_tcp {
+        c.tcp.listen = false;
+    }
+    if args.tcp_to_next_hops {
+        c.tcp.to_next_hops = true;
+    }
+    if let Some(v) = &args.connection_split {
+        c.tcp.connection_split = if v == "ecs" {
+            sluice_proxy::ConnectionSplit::Ecs
+        } else {
+            sluice_proxy::ConnectionSplit::Ics
+        };
+    }
+    if args.smart_forwarding {
+        c.tcp.smart_forwarding = true;
+    }
+    if let Some(v) = args.listen_receive_buffer {
+        c.tcp.listen_receive_buffer = v;
     }
     if let Some(v) = args.control_algorithm {
         c.control.algorithm = v;
@@ -156,6 +192,9 @@ pub fn run(args: &ProxyArgs, log_format: LogFormat) -> Result<(), String> {
             tracing::info!(%udp, admin, "listening");
         } else {
             eprintln!("sluice proxy: listening on udp {udp}");
+            if let Some(t) = proxy.tcp_addr() {
+                eprintln!("sluice proxy: listening on tcp {t}");
+            }
             if let Some(a) = admin {
                 eprintln!("sluice proxy: admin on http {a}");
             }

@@ -36,6 +36,7 @@ pub(crate) struct Snapshot {
     pub uptime: Duration,
     pub local: SocketAddr,
     pub send_drops: u64,
+    pub tcp: crate::tcp::TcpStats,
     pub draining: bool,
     /// Admin connections refused for the connection limit.
     pub admin_refused: u64,
@@ -59,6 +60,7 @@ impl Snapshot {
             uptime: Duration::from_secs(1),
             local: SocketAddr::from(([127, 0, 0, 1], 5060)),
             send_drops: 0,
+            tcp: crate::tcp::TcpStats::default(),
             draining: false,
             admin_refused: 0,
             algorithm: "none",
@@ -299,6 +301,7 @@ async fn status(State(AdminState { requests, .. }): State<AdminState>) -> impl I
         Some(s) => {
             let mut v = status_json(&s.stats, s.uptime, s.local, s.send_drops);
             v["draining"] = json!(s.draining);
+            v["tcp"] = tcp_json(&s.tcp);
             v["admission"] = json!({
                 "rejected": s.admission.rejected,
                 "control_value": s.admission.control_value,
@@ -328,6 +331,23 @@ fn kinds(counts: &KindCounts) -> serde_json::Value {
 }
 
 /// The `/status` document and the exit report.
+pub(crate) fn tcp_json(t: &crate::tcp::TcpStats) -> serde_json::Value {
+    json!({
+        "open": t.open,
+        "accepted": t.accepted,
+        "opened": t.opened,
+        "refused": {"max_connections": t.refused_limit, "accept_rate": t.refused_rate,
+                    "connect_failed": t.connect_failed},
+        "closed": {"peer": t.closed_peer, "idle": t.closed_idle,
+                   "partial_message": t.closed_partial_message,
+                   "bad_framing": t.closed_bad_framing},
+        "dropped": {"write_queue_full": t.write_queue_full, "no_connection": t.no_connection},
+        "messages_in": t.messages_in,
+        "messages_out": t.messages_out,
+        "keepalives": t.keepalives,
+    })
+}
+
 pub(crate) fn status_json(
     s: &CoreStats,
     uptime: Duration,
@@ -343,7 +363,8 @@ pub(crate) fn status_json(
         "out_by_kind": kinds(&s.out_by_kind),
         "admitted": s.admitted,
         "rejected": {"policy": s.rejected_policy, "shutdown": s.rejected_shutdown,
-                     "table_headroom": s.rejected_table_headroom},
+                     "table_headroom": s.rejected_table_headroom,
+                     "smart_forwarding": s.rejected_smart_forwarding},
         "dropped": {
             "queue_full": s.dropped_queue_full,
             "oversized": s.oversized,
@@ -411,6 +432,83 @@ type Labels = Vec<(String, String)>;
 /// The control loop's state: what each control acts on and what it decided. A value the
 /// control has not computed yet (before its first measurement, or a control that has no
 /// such value) is left out rather than shown as 0, which would read as a decision.
+/// The TCP transport's connections and what its limits turned away.
+fn render_tcp(reg: &mut Registry, t: &crate::tcp::TcpStats) {
+    let open = Gauge::<i64>::default();
+    open.set(i64::try_from(t.open).unwrap_or(i64::MAX));
+    reg.register("tcp_connections", "TCP connections open", open);
+    let opened = Family::<Labels, Counter>::default();
+    opened
+        .get_or_create(&label("direction", "accepted"))
+        .inc_by(t.accepted);
+    opened
+        .get_or_create(&label("direction", "outgoing"))
+        .inc_by(t.opened);
+    reg.register(
+        "tcp_connections_opened",
+        "TCP connections accepted or opened",
+        opened,
+    );
+    let refused = Family::<Labels, Counter>::default();
+    for (reason, v) in [
+        ("max_connections", t.refused_limit),
+        ("accept_rate", t.refused_rate),
+        ("connect_failed", t.connect_failed),
+    ] {
+        refused.get_or_create(&label("reason", reason)).inc_by(v);
+    }
+    reg.register(
+        "tcp_connections_refused",
+        "TCP connections refused or not established, by reason",
+        refused,
+    );
+    let closed = Family::<Labels, Counter>::default();
+    for (reason, v) in [
+        ("peer", t.closed_peer),
+        ("idle", t.closed_idle),
+        ("partial_message", t.closed_partial_message),
+        ("bad_framing", t.closed_bad_framing),
+    ] {
+        closed.get_or_create(&label("reason", reason)).inc_by(v);
+    }
+    reg.register(
+        "tcp_connections_closed",
+        "TCP connections closed, by reason",
+        closed,
+    );
+    let dropped = Family::<Labels, Counter>::default();
+    dropped
+        .get_or_create(&label("reason", "write_queue_full"))
+        .inc_by(t.write_queue_full);
+    dropped
+        .get_or_create(&label("reason", "no_connection"))
+        .inc_by(t.no_connection);
+    reg.register(
+        "tcp_messages_dropped",
+        "Messages not written on TCP, by reason",
+        dropped,
+    );
+    let messages = Family::<Labels, Counter>::default();
+    messages
+        .get_or_create(&label("direction", "in"))
+        .inc_by(t.messages_in);
+    messages
+        .get_or_create(&label("direction", "out"))
+        .inc_by(t.messages_out);
+    reg.register(
+        "tcp_messages",
+        "SIP messages read from or queued on TCP connections",
+        messages,
+    );
+    let keepalives = Counter::<u64>::default();
+    keepalives.inc_by(t.keepalives);
+    reg.register(
+        "tcp_keepalives",
+        "CRLF keep-alives received (RFC 5626)",
+        keepalives,
+    );
+}
+
 fn render_control_loop(reg: &mut Registry, s: &Snapshot) {
     let optional = |reg: &mut Registry, name: &str, help: &str, v: Option<f64>| {
         if let Some(v) = v.filter(|v| v.is_finite()) {
@@ -601,6 +699,9 @@ pub(crate) fn render_metrics(s: &Snapshot) -> String {
     rejected
         .get_or_create(&label("reason", "table_headroom"))
         .inc_by(st.rejected_table_headroom);
+    rejected
+        .get_or_create(&label("reason", "smart_forwarding"))
+        .inc_by(st.rejected_smart_forwarding);
     reg.register("rejected", "New sessions rejected with 503", rejected);
     let dropped = Family::<Labels, Counter>::default();
     for (reason, v) in [
@@ -791,6 +892,7 @@ pub(crate) fn render_metrics(s: &Snapshot) -> String {
         st.invite_queue_len as f64,
     );
     render_control_loop(&mut reg, s);
+    render_tcp(&mut reg, &s.tcp);
     gauge(
         &mut reg,
         "uptime_seconds",

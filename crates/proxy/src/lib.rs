@@ -16,7 +16,10 @@
 //!
 //! Flags override the TOML file ([`ProxyConfig`], every field defaulted, unknown fields are an
 //! error). `--listen 127.0.0.1:0` binds an OS-chosen port; the bound address is printed on
-//! standard error as `sluice proxy: listening on udp ADDR` (and `admin on http ADDR`).
+//! standard error as `sluice proxy: listening on udp ADDR` (and `admin on http ADDR`). With
+//! `tcp.listen` (the default) the proxy also accepts TCP on the same port (RFC 3261 §18);
+//! `[tcp]` in the file sets connections to next hops, their limits and the TCP overload
+//! controls (see `sluice_proxy_core::TcpConfig`).
 //! `--duration 30s` stops the proxy after that long; SIGINT/SIGTERM start a graceful shutdown
 //! (new INVITEs get 503, running transactions finish, at most `shutdown_grace_s`). At exit a
 //! JSON summary ([`ProxyReport`]) is printed on standard output.
@@ -49,7 +52,9 @@ mod admin;
 mod icmp;
 mod shell;
 pub mod signals;
+mod tcp;
 pub mod watch;
 
 pub use shell::{Proxy, ProxyReport, ReloadHandle, ShutdownHandle};
 pub use sluice_proxy_core::*;
+pub use tcp::{raise_open_files_limit, TcpStats};

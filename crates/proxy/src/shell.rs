@@ -16,8 +16,9 @@ use tokio::sync::{mpsc, oneshot, watch};
 use crate::admin::{self, Snapshot};
 use crate::icmp;
 use crate::signals::Sampler;
+use crate::tcp::{Tcp, TcpStats};
 use crate::watch::{log_event, Watch};
-use sluice_proxy_core::{CoreStats, ProxyConfig, ProxyCore, Transmit};
+use sluice_proxy_core::{CoreStats, ProxyConfig, ProxyCore, Transmit, Transport};
 
 /// Datagrams read per wake-up before the processor runs: enough to amortise the wake-up,
 /// few enough that the queue-full check sees the processor's progress.
@@ -32,6 +33,8 @@ const WATCH_INTERVAL: Duration = Duration::from_secs(1);
 pub struct Proxy {
     config: ProxyConfig,
     socket: UdpSocket,
+    /// TCP on the UDP socket's port (`tcp.listen`).
+    tcp_listener: Option<tokio::net::TcpListener>,
     local: SocketAddr,
     admin: Option<tokio::net::TcpListener>,
     admin_addr: Option<SocketAddr>,
@@ -84,12 +87,15 @@ pub struct ProxyReport {
     pub stats: CoreStats,
     /// Transmits dropped because the socket's send buffer stayed full.
     pub send_drops: u64,
+    pub tcp: TcpStats,
 }
 
 impl ProxyReport {
     /// The report as JSON (the same fields as `/status`).
     pub fn to_json(&self) -> serde_json::Value {
-        admin::status_json(&self.stats, self.elapsed, self.local_addr, self.send_drops)
+        let mut v = admin::status_json(&self.stats, self.elapsed, self.local_addr, self.send_drops);
+        v["tcp"] = admin::tcp_json(&self.tcp);
+        v
     }
 }
 
@@ -143,7 +149,20 @@ impl Proxy {
         config
             .validate()
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
-        let socket = UdpSocket::from_std(udp_socket(config.listen, config.socket_buffer)?)?;
+        let (udp, tcp) = bind_udp_and_tcp(&config)?;
+        if tcp.is_some() {
+            let limit = crate::tcp::raise_open_files_limit();
+            let wanted = config.tcp.max_connections as u64 + 64;
+            if limit < wanted {
+                tracing::warn!(
+                    "open files are limited to {limit}, below tcp.max_connections ({}): \
+                     connections past the limit will be refused by the kernel",
+                    config.tcp.max_connections
+                );
+            }
+        }
+        let socket = UdpSocket::from_std(udp)?;
+        let tcp_listener = tcp.map(tokio::net::TcpListener::from_std).transpose()?;
         let local = socket.local_addr()?;
         let (admin, admin_addr) = match config.admin {
             Some(addr) => {
@@ -166,6 +185,7 @@ impl Proxy {
         Ok(Proxy {
             config,
             socket,
+            tcp_listener,
             local,
             admin,
             admin_addr,
@@ -180,6 +200,11 @@ impl Proxy {
     /// The bound UDP address.
     pub fn local_addr(&self) -> SocketAddr {
         self.local
+    }
+
+    /// The bound TCP address (the UDP port), if `tcp.listen`.
+    pub fn tcp_addr(&self) -> Option<SocketAddr> {
+        self.tcp_listener.as_ref().and_then(|l| l.local_addr().ok())
     }
 
     /// The bound admin HTTP address, if configured.
@@ -207,6 +232,7 @@ impl Proxy {
         let Proxy {
             config,
             socket,
+            tcp_listener,
             local,
             admin,
             shutdown_tx: _keep_open,
@@ -268,6 +294,8 @@ impl Proxy {
         let mut retried = false;
         let mut pending: VecDeque<Transmit> = VecDeque::new();
         let mut send_drops = 0u64;
+        let (mut tcp, mut tcp_inputs) = Tcp::new(&config.tcp, tcp_listener);
+        let measure_send_queues = config.tcp.smart_forwarding;
         let far = origin + Duration::from_hours(24 * 365);
         // Timers are created once and re-armed only when their deadline moves: registering
         // two fresh timers on every wake-up costs more than the wake-up's work at high rates.
@@ -282,6 +310,9 @@ impl Proxy {
         loop {
             let started = Instant::now();
             let mut worked = false;
+            if measure_send_queues {
+                tcp.measure(&mut core);
+            }
             for _ in 0..RECV_BATCH {
                 match socket.try_recv_from(&mut buf) {
                     Ok((len, from)) => {
@@ -298,8 +329,15 @@ impl Proxy {
             }
             core.handle_timeout(now());
             while let Some(t) = core.poll_transmit() {
-                pending.push_back(t);
                 worked = true;
+                match t.transport {
+                    Transport::Udp => pending.push_back(t),
+                    Transport::Tcp => {
+                        if let Err(origin) = tcp.send(t) {
+                            core.handle_send_error(now(), origin);
+                        }
+                    }
+                }
             }
             while let Some(t) = pending.front() {
                 match socket.try_send_to(&t.payload, t.to) {
@@ -331,16 +369,26 @@ impl Proxy {
                 core.record_native_busy(started.elapsed());
             }
             if let Some(end) = grace_end {
-                if core.is_idle() && pending.is_empty() {
+                if core.is_idle() && pending.is_empty() && tcp.flushed() {
                     break;
                 }
                 if Instant::now() >= end {
                     // Out of time: every request still open gets its final response now.
                     core.abandon(now());
                     while let Some(t) = core.poll_transmit() {
-                        pending.push_back(t);
+                        match t.transport {
+                            Transport::Udp => pending.push_back(t),
+                            Transport::Tcp => {
+                                let _ = tcp.send(t);
+                            }
+                        }
                     }
                     flush(&socket, &mut pending, Duration::from_millis(500)).await;
+                    // The connections' tasks write what was queued meanwhile.
+                    let until = Instant::now() + Duration::from_millis(500);
+                    while !tcp.flushed() && Instant::now() < until {
+                        tokio::time::sleep(Duration::from_millis(5)).await;
+                    }
                     break;
                 }
             }
@@ -366,7 +414,32 @@ impl Proxy {
             if wake_timer.deadline() != wake {
                 wake_timer.as_mut().reset(wake);
             }
+            let room = core.has_room(now());
             tokio::select! {
+                r = accept(tcp_inputs.listener.as_ref()) => {
+                    match r {
+                        Ok((stream, remote)) => tcp.accepted(stream, remote),
+                        // Out of descriptors, or the like: counted by the limit below,
+                        // and retried on the next readiness.
+                        Err(e) => tracing::debug!("accept failed: {e}"),
+                    }
+                }
+                Some(first) = tcp_inputs.inbound.recv(), if room => {
+                    let mut message = Some(first);
+                    let started = Instant::now();
+                    // A batch, while the queue has room, as for datagrams.
+                    for _ in 0..RECV_BATCH {
+                        let Some(m) = message.take() else { break };
+                        tcp.stats.messages_in += 1;
+                        core.handle_stream_message(now(), m.payload, m.from);
+                        if !core.has_room(now()) {
+                            break;
+                        }
+                        message = tcp_inputs.inbound.try_recv().ok();
+                    }
+                    core.record_native_busy(started.elapsed());
+                }
+                Some(event) = tcp_inputs.events.recv() => tcp.closed(event, &mut core, now()),
                 r = socket.readable() => r?,
                 r = socket.writable(), if !pending.is_empty() => r?,
                 r = socket.ready(Interest::ERROR) => {
@@ -419,6 +492,7 @@ impl Proxy {
                         uptime: origin.elapsed(),
                         local,
                         send_drops,
+                        tcp: tcp.stats(),
                         draining: grace_end.is_some(),
                         admin_refused: admin_thread
                             .as_ref()
@@ -437,6 +511,49 @@ impl Proxy {
             elapsed: origin.elapsed(),
             stats: core.stats(now()),
             send_drops,
+            tcp: tcp.stats(),
         })
+    }
+}
+
+/// The next connection on the listener; pending for ever without one.
+async fn accept(
+    listener: Option<&tokio::net::TcpListener>,
+) -> io::Result<(tokio::net::TcpStream, SocketAddr)> {
+    match listener {
+        Some(l) => l.accept().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// The UDP socket and, with `tcp.listen`, a TCP listener on the same port (RFC 3261 §18).
+/// With port 0 the kernel picks the UDP port, which may be taken for TCP: then both are
+/// bound again.
+fn bind_udp_and_tcp(
+    config: &ProxyConfig,
+) -> io::Result<(std::net::UdpSocket, Option<std::net::TcpListener>)> {
+    let mut attempts = 0;
+    loop {
+        let udp = udp_socket(config.listen, config.socket_buffer)?;
+        if !config.tcp.listen {
+            return Ok((udp, None));
+        }
+        let at = udp.local_addr()?;
+        match crate::tcp::listener(at, &config.tcp) {
+            Ok(l) => return Ok((udp, Some(l))),
+            Err(e)
+                if e.kind() == io::ErrorKind::AddrInUse
+                    && config.listen.port() == 0
+                    && attempts < 16 =>
+            {
+                attempts += 1;
+            }
+            Err(e) => {
+                return Err(io::Error::new(
+                    e.kind(),
+                    format!("cannot listen on TCP {at}: {e} (set tcp.listen = false for UDP only)"),
+                ))
+            }
+        }
     }
 }

@@ -1,0 +1,346 @@
+//! SIP over TCP through a `sluice proxy` process, live on loopback: SIPp's UAC and UAS
+//! over TCP (one connection for all calls, `-t t1`, and one per call, `-t tn`), and the
+//! hostile and broken peers the TCP transport must survive while calls flow: a connection
+//! that sends nothing, one that stalls in the middle of a message, one that never reads
+//! its responses, and 10,000 idle connections. Each is bounded and counted, and no call is
+//! lost. Skipped (with a notice) without SIPp; CI installs it (`sip-tester`).
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+#[path = "../../../tests/external_tools.rs"]
+mod external_tools;
+
+/// A `sluice proxy` child process and the addresses it printed.
+struct ProxyProcess {
+    child: Child,
+    addr: SocketAddr,
+    admin: SocketAddr,
+}
+
+impl ProxyProcess {
+    /// Starts `sluice proxy` with `toml` (the listen and admin addresses are added).
+    fn start(dir: &Path, toml: &str) -> ProxyProcess {
+        let file = dir.join("proxy.toml");
+        std::fs::write(
+            &file,
+            format!("listen = \"127.0.0.1:0\"\nadmin = \"127.0.0.1:0\"\n{toml}"),
+        )
+        .unwrap();
+        let mut child = Command::new(env!("CARGO_BIN_EXE_sluice"))
+            .args(["proxy", "--config"])
+            .arg(&file)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+        let (mut tcp, mut admin) = (None, None);
+        while tcp.is_none() || admin.is_none() {
+            let line = lines.next().expect("proxy output").unwrap();
+            if let Some(a) = line.strip_prefix("sluice proxy: listening on tcp ") {
+                tcp = Some(a.parse().unwrap());
+            }
+            if let Some(a) = line.strip_prefix("sluice proxy: admin on http ") {
+                admin = Some(a.parse().unwrap());
+            }
+        }
+        // Keep draining the log so the proxy never blocks on a full pipe.
+        std::thread::spawn(move || for _ in lines.map_while(Result::ok) {});
+        ProxyProcess {
+            child,
+            addr: tcp.unwrap(),
+            admin: admin.unwrap(),
+        }
+    }
+
+    fn status(&self) -> serde_json::Value {
+        let mut s = TcpStream::connect_timeout(&self.admin, Duration::from_secs(2)).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        s.write_all(b"GET /status HTTP/1.0\r\nHost: x\r\n\r\n")
+            .unwrap();
+        let mut text = String::new();
+        s.read_to_string(&mut text).unwrap();
+        serde_json::from_str(&text[text.find("\r\n\r\n").unwrap() + 4..]).unwrap()
+    }
+
+    /// Resident memory of the proxy process, KiB.
+    fn rss_kib(&self) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
+            .unwrap_or_default();
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.split_whitespace().next()?.parse().ok())
+            .unwrap_or(0)
+    }
+
+    fn stop(mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn scenario(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/sipp")
+        .join(name)
+}
+
+/// SIPp running `role` (`uac` or `uas` from tests/sipp) over TCP, `-t t1` or `-t tn`.
+fn sipp(dir: &Path, role: &str, name: &str, mode: &str, extra: &[String]) -> Child {
+    Command::new("sipp")
+        .args(extra)
+        .arg("-sf")
+        .arg(scenario(&format!("{role}.xml")))
+        .args(["-i", "127.0.0.1", "-t", mode, "-nostdin", "-timeout", "90s"])
+        // SIPp's default socket limit (50,000) exceeds most hosts' open-files limit, which
+        // it refuses to start with in `tn` mode.
+        .args(["-max_socket", "4096"])
+        .arg("-trace_stat")
+        .arg("-stf")
+        .arg(dir.join(format!("{name}-stats.csv")))
+        .arg("-trace_err")
+        .arg("-error_file")
+        .arg(dir.join(format!("{name}-errors.log")))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("sipp starts")
+}
+
+/// A value of the last row of a SIPp `-trace_stat` file.
+fn sipp_stat(dir: &Path, name: &str, column: &str) -> u64 {
+    let text = std::fs::read_to_string(dir.join(format!("{name}-stats.csv"))).unwrap_or_default();
+    let mut lines = text.lines().filter(|l| !l.trim().is_empty());
+    let header: Vec<&str> = lines.next().unwrap_or_default().split(';').collect();
+    let last: Vec<&str> = lines.next_back().unwrap_or_default().split(';').collect();
+    header
+        .iter()
+        .zip(last)
+        .find(|(h, _)| **h == column)
+        .and_then(|(_, v)| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no {column} in {name}'s SIPp stats"))
+}
+
+/// Runs `calls` SIPp calls at `rate` through the proxy over TCP in `mode`, to a SIPp UAS
+/// that is already listening on `uas_port`; returns the UAC's successful and failed calls.
+fn sipp_calls(
+    dir: &Path,
+    proxy: SocketAddr,
+    name: &str,
+    mode: &str,
+    calls: u32,
+    rate: u32,
+) -> Child {
+    sipp(
+        dir,
+        "uac",
+        name,
+        mode,
+        &[
+            proxy.to_string(),
+            "-p".into(),
+            free_port().to_string(),
+            "-s".into(),
+            "bob".into(),
+            "-r".into(),
+            rate.to_string(),
+            "-m".into(),
+            calls.to_string(),
+        ],
+    )
+}
+
+fn assert_all_succeeded(dir: &Path, name: &str, calls: u32) {
+    let errors =
+        std::fs::read_to_string(dir.join(format!("{name}-errors.log"))).unwrap_or_default();
+    assert_eq!(
+        sipp_stat(dir, name, "SuccessfulCall(C)"),
+        u64::from(calls),
+        "{name}: {errors}"
+    );
+    assert_eq!(sipp_stat(dir, name, "FailedCall(C)"), 0, "{name}: {errors}");
+}
+
+#[test]
+#[cfg_attr(missing_sipp, ignore = "needs sipp: apt-get install sip-tester")]
+fn sipp_over_tcp_one_connection_and_one_per_call_through_sluice_lose_no_call() {
+    external_tools::require("sipp");
+    let dir = tempfile::tempdir().unwrap();
+    let dir = dir.path();
+    let uas_port = free_port();
+    let proxy = ProxyProcess::start(
+        dir,
+        &format!("next_hop = \"127.0.0.1:{uas_port}\"\n[tcp]\nto_next_hops = true\n"),
+    );
+    let mut uas = sipp(
+        dir,
+        "uas",
+        "uas",
+        "t1",
+        &["-p".into(), uas_port.to_string()],
+    );
+    std::thread::sleep(Duration::from_millis(300));
+
+    let (t1_calls, tn_calls) = (3000, 600);
+    let mut t1 = sipp_calls(dir, proxy.addr, "uac-t1", "t1", t1_calls, 500);
+    assert!(t1.wait().unwrap().success());
+    let mut tn = sipp_calls(dir, proxy.addr, "uac-tn", "tn", tn_calls, 150);
+    assert!(tn.wait().unwrap().success());
+    let status = proxy.status();
+    let _ = uas.kill();
+    let _ = uas.wait();
+    proxy.stop();
+
+    assert_all_succeeded(dir, "uac-t1", t1_calls);
+    assert_all_succeeded(dir, "uac-tn", tn_calls);
+    let tcp = &status["tcp"];
+    println!("proxy over TCP: {tcp}");
+    // One connection for the t1 run, one per call for tn, and one to the UAS.
+    assert!(
+        tcp["accepted"].as_u64().unwrap() > u64::from(tn_calls),
+        "{tcp}"
+    );
+    assert_eq!(tcp["opened"], 1, "one connection to the next hop: {tcp}");
+    assert_eq!(tcp["dropped"]["write_queue_full"], 0);
+    assert_eq!(tcp["dropped"]["no_connection"], 0);
+    assert_eq!(status["dropped"]["queue_full"], 0);
+    // Over TCP the proxy retransmits nothing (Timers A, E and G are off).
+    let forwarded = status["forwarded"]["requests"].as_u64().unwrap();
+    assert_eq!(forwarded, 2 * u64::from(t1_calls + tn_calls));
+}
+
+/// Connects, sends `bytes` (maybe nothing), and waits for the proxy to close the
+/// connection; returns how long that took.
+fn closed_after(proxy: SocketAddr, bytes: &[u8], limit: Duration) -> Option<Duration> {
+    let mut s = TcpStream::connect(proxy).unwrap();
+    s.write_all(bytes).unwrap();
+    s.set_read_timeout(Some(limit)).unwrap();
+    let start = Instant::now();
+    let mut buf = [0u8; 1024];
+    loop {
+        match s.read(&mut buf) {
+            Ok(0) => return Some(start.elapsed()),
+            Ok(_) => {}
+            Err(_) => return None,
+        }
+    }
+}
+
+#[test]
+#[cfg_attr(missing_sipp, ignore = "needs sipp: apt-get install sip-tester")]
+fn hostile_tcp_peers_are_bounded_and_counted_while_calls_flow() {
+    external_tools::require("sipp");
+    let dir = tempfile::tempdir().unwrap();
+    let dir = dir.path();
+    let uas_port = free_port();
+    // Short timeouts so the test sees them; a small send buffer on accepted connections
+    // so a peer that does not read fills it quickly.
+    let proxy = ProxyProcess::start(
+        dir,
+        &format!(
+            "next_hop = \"127.0.0.1:{uas_port}\"\n[tcp]\nto_next_hops = true\n\
+             idle_timeout_s = 2.0\nmessage_timeout_s = 1.0\nwrite_queue_bytes = 65536\n\
+             listen_send_buffer = 4096\naccepts_per_second = 0.0\n"
+        ),
+    );
+    let mut uas = sipp(
+        dir,
+        "uas",
+        "uas",
+        "t1",
+        &["-p".into(), uas_port.to_string()],
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    let calls = 2400;
+    let mut uac = sipp_calls(dir, proxy.addr, "uac", "t1", calls, 200);
+    std::thread::sleep(Duration::from_millis(500));
+
+    // A connection that sends nothing is closed by the idle timeout.
+    let silent = closed_after(proxy.addr, b"", Duration::from_secs(5));
+    // Half a message, then nothing: closed by the message timeout, well before idle.
+    let half = b"INVITE sip:bob@127.0.0.1 SIP/2.0\r\nVia: SIP/2.0/TCP 127.0.0.1:1;branch=z9hG4bKh\r\nCall-ID: half\r\n";
+    let stalled = closed_after(proxy.addr, half, Duration::from_secs(5));
+
+    // A peer that sends requests and never reads the answers: its write queue fills and
+    // the rest are dropped and counted.
+    let non_reader = {
+        let socket =
+            socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+        socket.set_recv_buffer_size(2048).unwrap();
+        socket.connect(&proxy.addr.into()).unwrap();
+        let mut s: TcpStream = socket.into();
+        for i in 0..4000 {
+            let options = format!(
+                "OPTIONS sip:nobody@127.0.0.1 SIP/2.0\r\nVia: SIP/2.0/TCP 127.0.0.1:9;branch=z9hG4bKnr{i}\r\n\
+                 Max-Forwards: 0\r\nFrom: <sip:x@127.0.0.1>;tag=x\r\nTo: <sip:nobody@127.0.0.1>\r\n\
+                 Call-ID: nr{i}\r\nCSeq: 1 OPTIONS\r\nContent-Length: 0\r\n\r\n"
+            );
+            s.write_all(options.as_bytes()).unwrap();
+        }
+        s
+    };
+
+    // 10,000 idle connections: each costs the proxy a task and no buffer, and the idle
+    // timeout ends them.
+    sluice_proxy::raise_open_files_limit();
+    let rss_before = proxy.rss_kib();
+    let idle: Vec<TcpStream> = (0..10_000)
+        .map(|_| TcpStream::connect(proxy.addr).unwrap())
+        .collect();
+    std::thread::sleep(Duration::from_millis(500));
+    let open_peak = proxy.status()["tcp"]["open"].as_u64().unwrap();
+    let rss_peak = proxy.rss_kib();
+
+    assert!(uac.wait().unwrap().success());
+    std::thread::sleep(Duration::from_secs(3));
+    let status = proxy.status();
+    let _ = uas.kill();
+    let _ = uas.wait();
+    drop(idle);
+    drop(non_reader);
+    proxy.stop();
+
+    let tcp = &status["tcp"];
+    println!(
+        "silent closed after {silent:?}, stalled after {stalled:?}; 10,000 idle: {open_peak} \
+         open, RSS {rss_before} -> {rss_peak} KiB; {tcp}"
+    );
+    assert_all_succeeded(dir, "uac", calls);
+    assert!(
+        silent.is_some_and(|d| d >= Duration::from_millis(1500)),
+        "{silent:?}"
+    );
+    assert!(
+        stalled.is_some_and(|d| d < Duration::from_millis(1900)),
+        "{stalled:?}"
+    );
+    assert!(
+        tcp["closed"]["partial_message"].as_u64().unwrap() >= 1,
+        "{tcp}"
+    );
+    assert!(tcp["closed"]["idle"].as_u64().unwrap() >= 10_001, "{tcp}");
+    assert!(
+        tcp["dropped"]["write_queue_full"].as_u64().unwrap() > 0,
+        "{tcp}"
+    );
+    assert!(open_peak >= 10_000, "{open_peak}");
+    // Bounded: well under 10 KiB of resident memory per idle connection.
+    let per_connection = (rss_peak.saturating_sub(rss_before)) * 1024 / 10_000;
+    assert!(
+        per_connection < 10 * 1024,
+        "{per_connection} bytes per idle connection"
+    );
+}

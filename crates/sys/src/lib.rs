@@ -1,0 +1,62 @@
+//! Socket queries that neither socket2, nix, rustix nor tokio expose without `unsafe`
+//! (checked: they have no safe wrapper for `SIOCOUTQ`). Each function is one `ioctl` on a
+//! descriptor the caller keeps open for the call's duration.
+
+use std::io;
+use std::os::fd::AsFd;
+use std::os::fd::AsRawFd;
+
+/// Bytes in a TCP socket's send queue: written by the application but not yet
+/// acknowledged by the peer (Linux `SIOCOUTQ`, tcp(7)). Smart forwarding's input (Shen and
+/// Schulzrinne 2010 §6.2: "the current send buffer occupancy can be retrieved by a simple
+/// standard ioctl call").
+pub fn unsent_bytes(socket: &impl AsFd) -> io::Result<usize> {
+    let fd = socket.as_fd().as_raw_fd();
+    let mut unsent: libc::c_int = 0;
+    // SAFETY: `fd` is borrowed from a live descriptor for the duration of the call, and
+    // SIOCOUTQ writes exactly one `int` through the pointer, which points at `unsent`.
+    #[allow(unsafe_code)]
+    let r = unsafe { libc::ioctl(fd, libc::TIOCOUTQ, &raw mut unsent) };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(usize::try_from(unsent).unwrap_or(0))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::{Read, Write};
+    use std::net::{TcpListener, TcpStream};
+
+    use super::unsent_bytes;
+
+    #[test]
+    fn counts_what_a_peer_has_not_read_and_nothing_once_it_has() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let mut sender = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (mut receiver, _) = listener.accept().unwrap();
+        assert_eq!(unsent_bytes(&sender).unwrap(), 0);
+        // Until the kernel takes no more: the receiver's buffer is full, and the rest waits
+        // in the sender's queue.
+        sender.set_nonblocking(true).unwrap();
+        let chunk = vec![b'x'; 64 * 1024];
+        let mut written = 0;
+        for _ in 0..1024 {
+            match sender.write(&chunk) {
+                Ok(n) => written += n,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                Err(e) => panic!("{e}"),
+            }
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        let waiting = unsent_bytes(&sender).unwrap();
+        assert!(waiting > 0 && waiting <= written, "{waiting} of {written}");
+        let mut sink = vec![0u8; 1 << 20];
+        let mut read = 0;
+        while read < written {
+            read += receiver.read(&mut sink).unwrap();
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        assert_eq!(unsent_bytes(&sender).unwrap(), 0);
+    }
+}
