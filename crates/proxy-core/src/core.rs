@@ -437,6 +437,10 @@ pub struct ProxyCore {
     /// `memory_budget_mb` in bytes, and the bytes of the messages in the queues.
     memory_budget: usize,
     queued_bytes: usize,
+    /// The bytes of those that came over TCP: the application buffer of Shen and
+    /// Schulzrinne (2010), which [`has_room`](Self::has_room) holds to
+    /// `tcp.application_buffer`.
+    queued_stream_bytes: usize,
     /// `route_by_request_uri`: send anywhere a request points.
     open_relay: bool,
     /// Where requests may go without being a dialog peer: the next hop, the rules' next
@@ -694,6 +698,7 @@ impl ProxyCore {
             limiter: SourceLimiter::new(config.new_requests_per_source, MAX_RATE_SOURCES, now),
             memory_budget: config.memory_budget_mb.saturating_mul(1 << 20),
             queued_bytes: 0,
+            queued_stream_bytes: 0,
             open_relay: config.route_by_request_uri,
             destinations: config.destinations(),
             dialog_peers: DialogPeers::new(
@@ -847,14 +852,16 @@ impl ProxyCore {
         self.receive(now, payload, Peer::tcp(from), false);
     }
 
-    /// Whether the queue the next message would join has room for it: a stream driver
-    /// reads on only while it does, so that a full queue stops the reading and TCP's flow
-    /// control pushes back on the sender (Shen and Schulzrinne 2010 §5), where a datagram
-    /// would be dropped.
+    /// Whether the next message from a TCP connection may be read: the queue it would
+    /// join has room, and the messages from TCP waiting in the queues take less than
+    /// `tcp.application_buffer` bytes. A stream driver reads on only while this holds, so
+    /// that a busy processor stops the reading and TCP's flow control pushes back on the
+    /// sender (Shen and Schulzrinne 2010 §5, §6.1), where a datagram would be dropped.
     pub fn has_room(&mut self, now: Time) -> bool {
         self.run_processor(now);
         self.queue.len() < self.queue_capacity
             && (!self.split || self.invite_queue.len() < self.invite_queue_capacity)
+            && self.queued_stream_bytes < self.tcp.application_buffer
     }
 
     /// The driver measured the bytes an outgoing TCP connection to `to` holds unsent
@@ -1090,7 +1097,7 @@ impl ProxyCore {
         };
         if to_invite_queue {
             self.occupancy_now.invites += 1;
-            self.queued_bytes += queued.msg.as_bytes().len();
+            self.enqueued_bytes(&queued, true);
             self.invite_queue.push_back(queued);
             self.drain_blocked = false;
         } else {
@@ -1100,7 +1107,7 @@ impl ProxyCore {
             } else {
                 self.occupancy_now.non_invites += 1;
             }
-            self.queued_bytes += queued.msg.as_bytes().len();
+            self.enqueued_bytes(&queued, true);
             self.queue.push_back(queued);
         }
         self.stats.queue_peak = self
@@ -1184,6 +1191,23 @@ impl ProxyCore {
     fn table_headroom_reached(&self) -> bool {
         self.txn.len().saturating_mul(10) > self.txn.config().max_transactions.saturating_mul(9)
             || self.bytes_in_use().saturating_mul(10) > self.memory_budget.saturating_mul(9)
+    }
+
+    /// Counts a message into (`added`) or out of the queues' bytes.
+    fn enqueued_bytes(&mut self, q: &Queued, added: bool) {
+        let len = q.msg.as_bytes().len();
+        let stream = if q.from.transport == Transport::Tcp {
+            len
+        } else {
+            0
+        };
+        if added {
+            self.queued_bytes += len;
+            self.queued_stream_bytes += stream;
+        } else {
+            self.queued_bytes = self.queued_bytes.saturating_sub(len);
+            self.queued_stream_bytes = self.queued_stream_bytes.saturating_sub(stream);
+        }
     }
 
     /// What the memory budget covers: the transactions' bytes and the queued messages.
@@ -1405,6 +1429,7 @@ impl ProxyCore {
             .chain(self.in_service.take().map(|s| s.q))
             .collect();
         self.queued_bytes = 0;
+        self.queued_stream_bytes = 0;
         for q in waiting {
             if q.msg.is_request() && q.msg.method() != Some(&Method::Ack) && !q.absorb {
                 let refusal = edit::response_to(&q.msg, 503).to_tag("sl").build();
@@ -1668,7 +1693,7 @@ impl ProxyCore {
                 let Some(q) = self.queue.pop_front() else {
                     break;
                 };
-                self.queued_bytes = self.queued_bytes.saturating_sub(q.msg.as_bytes().len());
+                self.enqueued_bytes(&q, false);
                 changed = true;
                 if q.summary.class == MessageClass::Invite && !self.split {
                     self.occupancy_now.invites = self.occupancy_now.invites.saturating_sub(1);
@@ -1700,7 +1725,7 @@ impl ProxyCore {
             let Some(mut q) = self.invite_queue.pop_front() else {
                 break;
             };
-            self.queued_bytes = self.queued_bytes.saturating_sub(q.msg.as_bytes().len());
+            self.enqueued_bytes(&q, false);
             if let Some(k) = q.invite_key {
                 self.invites.taken(k);
             }

@@ -59,6 +59,12 @@ pub struct TcpConfig {
     /// still holds unsent bytes is rejected with 503 here, instead of queueing behind
     /// them. Parameter-free: the test is "the send buffer is not empty".
     pub smart_forwarding: bool,
+    /// Bytes of messages read from TCP connections that may wait in the processor's
+    /// queues; past it the connections are not read until the processor catches up
+    /// (the receiving server's application buffer: 64 KB by default in the paper's
+    /// testbed, §5; buffer minimisation keeps it or the receive buffer small, §6.4). At
+    /// least one message is always let in.
+    pub application_buffer: usize,
     /// SO_RCVBUF of accepted connections, bytes (buffer minimisation at the receiving
     /// server: the paper recommends room for a couple of INVITEs, 2 KB). 0: kernel default.
     pub listen_receive_buffer: usize,
@@ -98,6 +104,7 @@ impl Default for TcpConfig {
             to_next_hops: false,
             connection_split: ConnectionSplit::Ics,
             smart_forwarding: false,
+            application_buffer: 65_536,
             listen_receive_buffer: 0,
             listen_send_buffer: 0,
             next_hop_receive_buffer: 0,
@@ -131,6 +138,9 @@ impl TcpConfig {
                 "tcp.accepts_per_second = {}: allowed 0 or more",
                 self.accepts_per_second
             ));
+        }
+        if self.application_buffer == 0 {
+            return Err("tcp.application_buffer = 0: allowed 1 or more".into());
         }
         if self.max_connections == 0 {
             return Err("tcp.max_connections = 0: allowed 1 or more".into());
