@@ -13,12 +13,12 @@
 //! window. A connection that breaks fails the transactions still waiting on it.
 //!
 //! With a connection per call the UAC's Via and Contact name its address without a port
-//! (every call's connection has another), and the UAC closes the connection when the call
-//! ends. The UAS does not open connections of its own (§18.2.2 would, to the Via's
-//! sent-by, when the request's connection is gone): a response for a closed connection is a
-//! transport error.
+//! (every call's connection has another), and the UAC closes the connection shortly
+//! ([`CLOSE_DELAY`]) after the call ends. The UAS does not open connections of its own
+//! (§18.2.2 would, to the Via's sent-by, when the request's connection is gone): a response
+//! for a closed connection is a transport error.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::hash::Hash;
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
@@ -49,7 +49,7 @@ pub enum Connections {
     /// One for every call of the run (SIPp's `-t t1`); opened again if it breaks.
     #[default]
     Shared,
-    /// A new one for each call, closed when the call ends (SIPp's `-t tn`).
+    /// A new one for each call, closed shortly after the call ends (SIPp's `-t tn`).
     PerCall,
 }
 
@@ -105,6 +105,10 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 const LINGER: Duration = Duration::from_secs(5);
 /// At the end of a run, how long the connections have to close before they are dropped.
 const CLOSE_GRACE: Duration = Duration::from_millis(500);
+/// How long the UAC keeps a connection open after its last call ended. A peer may take
+/// the close for the end of a call it has not finished with yet: SIPp's UAS counts a call
+/// whose BYE it has answered, but not yet moved past, as failed.
+const CLOSE_DELAY: Duration = Duration::from_millis(200);
 /// Between failed accepts (e.g. out of file descriptors), so as not to spin.
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(10);
 
@@ -194,6 +198,8 @@ struct Conns<K> {
     bind: SocketAddr,
     route: HashMap<K, Handle>,
     tasks: HashMap<ConnId, Task<K>>,
+    /// Connections of ended calls, and when to close them (in that order).
+    closing: VecDeque<(Time, K)>,
     next_id: ConnId,
     reports: mpsc::Sender<Report>,
     counts: TcpCounts,
@@ -213,6 +219,7 @@ impl<K: Key> Conns<K> {
             bind,
             route: HashMap::new(),
             tasks: HashMap::new(),
+            closing: VecDeque::new(),
             next_id: 0,
             reports,
             counts: TcpCounts::default(),
@@ -292,10 +299,18 @@ impl<K: Key> Conns<K> {
         while let Some(n) = core.poll_ended_call() {
             if self.cfg.connections == Connections::PerCall {
                 if let Some(key) = K::of_call(n) {
-                    // Dropping the loop's sender lets the writer finish the queue and close.
-                    self.route.remove(&key);
+                    self.closing.push_back((clock.now() + CLOSE_DELAY, key));
                 }
             }
+        }
+    }
+
+    /// Closes the connections of calls that ended [`CLOSE_DELAY`] ago. Dropping the loop's
+    /// sender lets the writer finish the queue and close.
+    fn close_due(&mut self, now: Time) {
+        while self.closing.front().is_some_and(|(t, _)| *t <= now) {
+            let (_, key) = self.closing.pop_front().expect("checked");
+            self.route.remove(&key);
         }
     }
 
@@ -342,15 +357,34 @@ impl<K: Key> Conns<K> {
         }
     }
 
-    /// Closes every connection and gives them [`CLOSE_GRACE`] to end; those still open
-    /// then count as closed.
+    /// Closes every connection, the UAC's after [`CLOSE_DELAY`], and gives them
+    /// [`CLOSE_GRACE`] to end; those still open then count as closed. Messages that
+    /// arrive meanwhile are left unread: the core is done.
     async fn close_all(&mut self, reports: &mut mpsc::Receiver<Report>) {
+        if self.target.is_some() {
+            let until = tokio::time::Instant::now() + CLOSE_DELAY;
+            self.settle(reports, until, false).await;
+        }
         self.route.clear();
-        let deadline = tokio::time::Instant::now() + CLOSE_GRACE;
-        while !self.tasks.is_empty() {
+        self.closing.clear();
+        let until = tokio::time::Instant::now() + CLOSE_GRACE;
+        self.settle(reports, until, true).await;
+        self.counts.closed += self.tasks.len() as u64;
+        self.tasks.clear();
+    }
+
+    /// Counts what the connection tasks report until `until` (or, with `until_ended`, until
+    /// none is left).
+    async fn settle(
+        &mut self,
+        reports: &mut mpsc::Receiver<Report>,
+        until: tokio::time::Instant,
+        until_ended: bool,
+    ) {
+        while !(until_ended && self.tasks.is_empty()) {
             let report = tokio::select! {
                 r = reports.recv() => r,
-                () = tokio::time::sleep_until(deadline) => None,
+                () = tokio::time::sleep_until(until) => None,
             };
             match report {
                 Some(Report::Connected) => self.counts.opened += 1,
@@ -372,8 +406,6 @@ impl<K: Key> Conns<K> {
                 None => break,
             }
         }
-        self.counts.closed += self.tasks.len() as u64;
-        self.tasks.clear();
     }
 }
 
@@ -562,6 +594,7 @@ async fn drive<C: Core, K: Key>(
         let now = clock.now();
         core.handle_timeout(now);
         conns.flush(core, clock, &key_of);
+        conns.close_due(now);
         after_step(core);
         let stopped = stop
             .flag
@@ -577,6 +610,9 @@ async fn drive<C: Core, K: Key>(
             deadline = deadline.min(now + Duration::from_millis(50));
         }
         if let Some(t) = stop_at {
+            deadline = deadline.min(t);
+        }
+        if let Some(&(t, _)) = conns.closing.front() {
             deadline = deadline.min(t);
         }
         let wait = deadline.saturating_since(clock.now());
