@@ -97,6 +97,9 @@ pub struct TcpCounts {
 const REPORT_QUEUE: usize = 1024;
 /// Reports handled per wake-up before the core's timers get a turn.
 const REPORT_BATCH: usize = 256;
+/// Bytes read at a time: a few dozen messages, and small enough for thousands of
+/// connections (one per call) to hold one each.
+const READ_BUFFER: usize = 16 * 1024;
 /// A writer gathers up to this many queued bytes into one write.
 const WRITE_BATCH: usize = 64 * 1024;
 /// How long a connect may take.
@@ -330,31 +333,32 @@ impl<K: Key> Conns<K> {
             }
             Report::AcceptFailed => self.socket_errors += 1,
             Report::Connected => self.counts.opened += 1,
-            Report::ConnectFailed(id) => {
-                self.counts.failed += 1;
-                self.ended(core, clock, id);
-            }
-            Report::Ended { id, error } => {
-                if error {
-                    self.counts.failed += 1;
-                } else {
-                    self.counts.closed += 1;
-                }
-                self.ended(core, clock, id);
-            }
+            Report::ConnectFailed(id) => self.ended(core, clock, id, true),
+            Report::Ended { id, error } => self.ended(core, clock, id, error),
         }
     }
 
-    fn ended<C: Core>(&mut self, core: &mut C, clock: Clock, id: ConnId) {
-        let Some(task) = self.tasks.remove(&id) else {
+    /// A connection task ended: what it had not written is dropped, and the transactions
+    /// waiting on it fail, unless its key has moved on to a newer connection already.
+    fn ended<C: Core>(&mut self, core: &mut C, clock: Clock, id: ConnId, error: bool) {
+        let Some(task) = self.count_end(id, error) else {
             return;
         };
-        self.counts.bytes_dropped += task.queued.load(Ordering::Relaxed) as u64;
-        // Unless the key has moved on to a newer connection already.
         if self.route.get(&task.key).is_some_and(|h| h.id == id) {
             self.route.remove(&task.key);
             core.handle_connection_lost(clock.now(), task.key.call());
         }
+    }
+
+    fn count_end(&mut self, id: ConnId, error: bool) -> Option<Task<K>> {
+        if error {
+            self.counts.failed += 1;
+        } else {
+            self.counts.closed += 1;
+        }
+        let task = self.tasks.remove(&id)?;
+        self.counts.bytes_dropped += task.queued.load(Ordering::Relaxed) as u64;
+        Some(task)
     }
 
     /// Closes every connection, the UAC's after [`CLOSE_DELAY`], and gives them
@@ -389,18 +393,10 @@ impl<K: Key> Conns<K> {
             match report {
                 Some(Report::Connected) => self.counts.opened += 1,
                 Some(Report::ConnectFailed(id)) => {
-                    self.counts.failed += 1;
-                    self.tasks.remove(&id);
+                    self.count_end(id, true);
                 }
                 Some(Report::Ended { id, error }) => {
-                    if error {
-                        self.counts.failed += 1;
-                    } else {
-                        self.counts.closed += 1;
-                    }
-                    if let Some(task) = self.tasks.remove(&id) {
-                        self.counts.bytes_dropped += task.queued.load(Ordering::Relaxed) as u64;
-                    }
+                    self.count_end(id, error);
                 }
                 Some(_) => {}
                 None => break,
@@ -449,7 +445,7 @@ impl Connection {
     /// the writer closed this side, the peer has [`LINGER`] to close its own.
     async fn read(&self, mut read: OwnedReadHalf, mut writer: oneshot::Receiver<bool>) -> bool {
         let mut framer = StreamFramer::new(self.max_message_size);
-        let mut buf = vec![0u8; 64 * 1024];
+        let mut buf = vec![0u8; READ_BUFFER];
         let mut writer_open = true;
         let linger = tokio::time::sleep(Duration::MAX);
         tokio::pin!(linger);
@@ -536,7 +532,8 @@ async fn write_queue(
     queued: Arc<AtomicUsize>,
     done: oneshot::Sender<bool>,
 ) {
-    let mut batch = BytesMut::with_capacity(WRITE_BATCH);
+    // Grows only on a connection that has several messages queued at once.
+    let mut batch = BytesMut::new();
     let error = loop {
         let Some(first) = rx.recv().await else {
             break write.shutdown().await.is_err();
