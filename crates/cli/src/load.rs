@@ -45,8 +45,9 @@ pub enum HoldArg {
 /// What SIP goes over.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum TransportArg {
+    /// Datagrams; the transaction timers retransmit what is lost.
     Udp,
-    /// RFC 3261 §18 over TCP: no retransmission timers but the UAS's 2xx.
+    /// Connections (RFC 3261 §18): nothing retransmitted but the UAS's 200 OK until its ACK.
     Tcp,
 }
 
