@@ -56,7 +56,7 @@ pub enum TransportArg {
 pub enum TcpConnectionsArg {
     /// One for the whole run (SIPp's -t t1).
     Shared,
-    /// One for each call, closed when it ends (SIPp's -t tn).
+    /// One for each call, closed 200 ms after it ends (SIPp's -t tn).
     PerCall,
 }
 
