@@ -189,7 +189,9 @@ fn free_port() -> u16 {
 /// SIPp with a built-in scenario over TCP, writing its statistics into `dir`.
 fn sipp(scenario: &str, transport: &str, dir: &Path, port: u16, calls: u32) -> Command {
     let mut cmd = Command::new("sipp");
-    cmd.args(["-sn", scenario, "-t", transport, "-i", "127.0.0.1"])
+    // Whatever else SIPp writes (a fatal error's default statistics file) lands there too.
+    cmd.current_dir(dir)
+        .args(["-sn", scenario, "-t", transport, "-i", "127.0.0.1"])
         .args(["-p", &port.to_string(), "-m", &calls.to_string()])
         .args(["-nostdin", "-timeout", "60s", "-trace_stat", "-stf"])
         .arg(dir.join(format!("{scenario}-{transport}-stats.csv")))
