@@ -110,6 +110,17 @@ fn fixed_value_sets_list_their_values() {
         "foo",
     ]);
     assert!(e.contains("[possible values: constant, poisson]"), "{e}");
+    let e = parse_error(&["load", "uas", "--duration", "1s", "--transport", "sctp"]);
+    assert!(e.contains("[possible values: udp, tcp]"), "{e}");
+    let e = parse_error(&[
+        "load",
+        "uac",
+        "--target",
+        "127.0.0.1:5060",
+        "--tcp-connections",
+        "each",
+    ]);
+    assert!(e.contains("[possible values: shared, per-call]"), "{e}");
     let e = parse_error(&["--log-format", "xml", "sim", "--list"]);
     assert!(e.contains("[possible values: text, json]"), "{e}");
 }

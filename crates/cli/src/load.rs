@@ -1,4 +1,5 @@
-//! `sluice load uac` and `sluice load uas`: the load generator on real UDP sockets.
+//! `sluice load uac` and `sluice load uas`: the load generator on real UDP sockets or TCP
+//! connections.
 
 use std::fs;
 use std::io::Write;
@@ -8,6 +9,7 @@ use std::time::Duration;
 
 use clap::{Args, Subcommand, ValueEnum};
 use serde::Serialize;
+use sluice_load::shell::tcp::{self, Connections, TcpConfig};
 use sluice_load::shell::{self, Run, Stop};
 use sluice_load::{Hold, Schedule, SecondRow, Spacing, UacConfig, UacSummary, UasConfig};
 
@@ -40,14 +42,39 @@ pub enum HoldArg {
     Exponential,
 }
 
+/// What SIP goes over.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum TransportArg {
+    /// Datagrams; the transaction timers retransmit what is lost.
+    Udp,
+    /// Connections (RFC 3261 §18): nothing retransmitted but the UAS's 200 OK until its ACK.
+    Tcp,
+}
+
+/// Which TCP connections the UAC opens.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum TcpConnectionsArg {
+    /// One for the whole run (SIPp's -t t1).
+    Shared,
+    /// One for each call, closed 200 ms after it ends (SIPp's -t tn).
+    PerCall,
+}
+
 #[derive(Args, Debug, Clone)]
 pub struct UacArgs {
     /// Where the calls go: the proxy under test or a UAS (IPv4/IPv6 address and port).
     #[arg(long)]
     pub target: SocketAddr,
-    /// Local address to send from (port 0: any).
+    /// Local address to send from (port 0: any; with --tcp-connections per-call, only its
+    /// address is used).
     #[arg(long, default_value = "127.0.0.1:0")]
     pub bind: SocketAddr,
+    /// What the calls go over.
+    #[arg(long, value_enum, default_value_t = TransportArg::Udp)]
+    pub transport: TransportArg,
+    /// With --transport tcp: one connection for the run (the default), or one per call.
+    #[arg(long, value_enum)]
+    pub tcp_connections: Option<TcpConnectionsArg>,
     /// Calls per second (constant over the run).
     #[arg(long, conflicts_with = "schedule")]
     pub rate: Option<f64>,
@@ -93,9 +120,13 @@ pub struct UacArgs {
 
 #[derive(Args, Debug, Clone)]
 pub struct UasArgs {
-    /// UDP address to answer on (port 0: any free port, printed on standard error).
+    /// Address to answer on (port 0: any free port, printed on standard error).
     #[arg(long, default_value = "127.0.0.1:5060")]
     pub listen: SocketAddr,
+    /// What calls come over: UDP, or TCP (answered on the connection each request came in
+    /// on).
+    #[arg(long, value_enum, default_value_t = TransportArg::Udp)]
+    pub transport: TransportArg,
     /// How long to run (required: every load run stops by itself).
     #[arg(long, value_parser = parse_duration)]
     pub duration: Duration,
@@ -148,6 +179,9 @@ fn uac_config(args: &UacArgs) -> Result<UacConfig, String> {
     if args.duration.is_none() && args.calls.is_none() {
         return Err("give --duration and/or --calls: every load run stops by itself".into());
     }
+    if args.tcp_connections.is_some() && args.transport != TransportArg::Tcp {
+        return Err("--tcp-connections needs --transport tcp".into());
+    }
     if !args.target.ip().is_loopback() {
         return Err(format!(
             "{}: load traffic only goes to loopback addresses (127.0.0.0/8, ::1)",
@@ -196,7 +230,6 @@ fn run_uac(args: &UacArgs) -> Result<UacReport, String> {
         .iter()
         .map(|s| (s.at.as_secs_f64(), s.rate))
         .collect();
-    let socket = shell::bind_udp(args.bind).map_err(|e| format!("bind {}: {e}", args.bind))?;
     let mut csv: Box<dyn Write> = match &args.out {
         Some(dir) => {
             fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
@@ -206,9 +239,26 @@ fn run_uac(args: &UacArgs) -> Result<UacReport, String> {
         None => Box::new(std::io::stderr()),
     };
     let _ = writeln!(csv, "{}", SecondRow::CSV_HEADER);
-    let run = shell::run_uac(socket, cfg, &Stop::default(), |row| {
+    let on_row = |row: &SecondRow| {
         let _ = writeln!(csv, "{}", row.csv());
-    })
+    };
+    let run = match args.transport {
+        TransportArg::Udp => {
+            let socket =
+                shell::bind_udp(args.bind).map_err(|e| format!("bind {}: {e}", args.bind))?;
+            shell::run_uac(socket, cfg, &Stop::default(), on_row)
+        }
+        TransportArg::Tcp => {
+            let tcp = TcpConfig {
+                connections: match args.tcp_connections {
+                    None | Some(TcpConnectionsArg::Shared) => Connections::Shared,
+                    Some(TcpConnectionsArg::PerCall) => Connections::PerCall,
+                },
+                ..TcpConfig::default()
+            };
+            tcp::run_uac_tcp(args.bind, cfg, tcp, &Stop::default(), on_row)
+        }
+    }
     .map_err(|e| format!("uac: {e}"))?;
     let _ = csv.flush();
     let goodput_per_s = if run.summary.duration_s > 0.0 {
@@ -241,18 +291,35 @@ fn run_uas(args: &UasArgs) -> Result<(), String> {
     if !(0.0..=1.0).contains(&args.reject_503) {
         return Err("--reject-503 is a probability in [0, 1]".into());
     }
-    let socket = shell::bind_udp(args.listen).map_err(|e| format!("bind {}: {e}", args.listen))?;
-    let local = socket.local_addr().map_err(|e| e.to_string())?;
+    let bind_error = |e| format!("bind {}: {e}", args.listen);
+    let stop = Stop {
+        after: Some(args.duration),
+        flag: None,
+    };
+    let run = match args.transport {
+        TransportArg::Udp => {
+            let socket = shell::bind_udp(args.listen).map_err(bind_error)?;
+            let cfg = uas_config(args, socket.local_addr())?;
+            shell::run_uas(socket, cfg, &stop)
+        }
+        TransportArg::Tcp => {
+            let listener = tcp::bind_tcp(args.listen).map_err(bind_error)?;
+            let cfg = uas_config(args, listener.local_addr())?;
+            tcp::run_uas_tcp(listener, cfg, TcpConfig::default(), &stop)
+        }
+    }
+    .map_err(|e| format!("uas: {e}"))?;
+    write_summary(args.out.as_deref(), &run)
+}
+
+/// The UAS's settings for the address it is bound to, which it prints.
+fn uas_config(args: &UasArgs, local: std::io::Result<SocketAddr>) -> Result<UasConfig, String> {
+    let local = local.map_err(|e| e.to_string())?;
     // Tests and scripts read the port from this line when they listen on port 0.
     eprintln!("listening on {local}");
     let mut cfg = UasConfig::new(local);
     cfg.answer_delay = args.answer_delay;
     cfg.reject_probability = args.reject_503;
     cfg.seed = args.seed;
-    let stop = Stop {
-        after: Some(args.duration),
-        flag: None,
-    };
-    let run = shell::run_uas(socket, cfg, &stop).map_err(|e| format!("uas: {e}"))?;
-    write_summary(args.out.as_deref(), &run)
+    Ok(cfg)
 }

@@ -1,7 +1,8 @@
 //! The tokio shell: one UDP socket with large kernel buffers, a single-threaded runtime, a
 //! monotonic clock mapped to `Time`. It drains the socket in batches with `try_recv_from`,
 //! lets the core start every call due by `now` (tokio timers have 1 ms granularity, so calls
-//! are generated in batches) and sends what the core queued.
+//! are generated in batches) and sends what the core queued. [`tcp`] drives the same cores
+//! over TCP connections.
 
 use std::io;
 use std::net::SocketAddr;
@@ -12,7 +13,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use serde::Serialize;
 use sluice_time::Time;
-use sluice_txn::Origin;
+use sluice_txn::{Origin, Peer};
 use socket2::{Domain, Protocol, Socket, Type};
 use tokio::net::UdpSocket;
 
@@ -20,6 +21,8 @@ use crate::stats::SecondRow;
 use crate::uac::{Uac, UacConfig, UacSummary};
 use crate::uas::{Uas, UasConfig, UasCounts};
 use crate::Out;
+
+pub mod tcp;
 
 /// Kernel socket buffer size asked for (the kernel may cap it at `net.core.[rw]mem_max`).
 pub const SOCKET_BUFFER: usize = 8 << 20;
@@ -40,16 +43,31 @@ pub fn bind_udp(addr: SocketAddr) -> io::Result<std::net::UdpSocket> {
 /// What a driver needs from a core.
 trait Core {
     fn handle_datagram(&mut self, now: Time, payload: Bytes, from: SocketAddr);
+    fn handle_message(&mut self, now: Time, payload: Bytes, from: Peer);
     fn handle_timeout(&mut self, now: Time);
     fn handle_transport_error(&mut self, now: Time, origin: Option<Origin>);
+    /// A connection broke: `call`'s, or with `None` the one every call shares.
+    fn handle_connection_lost(&mut self, _now: Time, _call: Option<u64>) {}
     fn poll_transmit(&mut self) -> Option<Out>;
     fn poll_timeout(&mut self) -> Option<Time>;
+    fn poll_ended_call(&mut self) -> Option<u64> {
+        None
+    }
     fn finished(&self) -> bool;
 }
 
 impl Core for Uac {
     fn handle_datagram(&mut self, now: Time, payload: Bytes, from: SocketAddr) {
         Uac::handle_datagram(self, now, payload, from);
+    }
+    fn handle_message(&mut self, now: Time, payload: Bytes, from: Peer) {
+        Uac::handle_message(self, now, payload, from);
+    }
+    fn handle_connection_lost(&mut self, now: Time, call: Option<u64>) {
+        Uac::handle_connection_lost(self, now, call);
+    }
+    fn poll_ended_call(&mut self) -> Option<u64> {
+        Uac::poll_ended_call(self)
     }
     fn handle_timeout(&mut self, now: Time) {
         Uac::handle_timeout(self, now);
@@ -71,6 +89,11 @@ impl Core for Uac {
 impl Core for Uas {
     fn handle_datagram(&mut self, now: Time, payload: Bytes, from: SocketAddr) {
         Uas::handle_datagram(self, now, payload, from);
+    }
+    // A UAS connection that breaks needs no report: what the UAS still sends on it (a
+    // delayed answer, a 2xx retransmission) finds no connection and fails then.
+    fn handle_message(&mut self, now: Time, payload: Bytes, from: Peer) {
+        Uas::handle_message(self, now, payload, from);
     }
     fn handle_timeout(&mut self, now: Time) {
         Uas::handle_timeout(self, now);
@@ -115,8 +138,12 @@ pub struct Run<S> {
     pub wall_s: f64,
     /// CPU time of the driving thread (user + system), where `/proc` tells it.
     pub cpu_s: Option<f64>,
-    /// Send or receive calls the socket failed (other than "would block").
+    /// Send or receive calls the socket failed (other than "would block"); over TCP, failed
+    /// accepts.
     pub socket_errors: u64,
+    /// The connections of a run over TCP.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tcp: Option<tcp::TcpCounts>,
 }
 
 #[derive(Default)]
@@ -261,6 +288,7 @@ pub fn run_uac(
         wall_s: started.elapsed().as_secs_f64(),
         cpu_s: thread_cpu_seconds().zip(cpu0).map(|(b, a)| b - a),
         socket_errors: io.socket_errors,
+        tcp: None,
     })
 }
 
@@ -307,6 +335,7 @@ pub fn run_uas_observed(
         wall_s: started.elapsed().as_secs_f64(),
         cpu_s: thread_cpu_seconds().zip(cpu0).map(|(b, a)| b - a),
         socket_errors: io.socket_errors,
+        tcp: None,
     })
 }
 

@@ -4,8 +4,15 @@
 //! and go to the remote target (the 2xx's Contact), so they traverse a record-routing proxy.
 //! INVITE and BYE retransmissions come from the transaction layer.
 //!
-//! Every datagram goes to the configured next hop (an outbound proxy, or the UAS itself):
+//! Every message goes to the configured next hop (an outbound proxy, or the UAS itself):
 //! the route set's first entry is that proxy in the topologies the generator is for.
+//!
+//! Over TCP (`UacConfig::transport`) the requests say so (Via `SIP/2.0/TCP`, Contact
+//! `;transport=tcp`) and the transaction layer runs no retransmission timers. Each message
+//! names its call ([`Out::call`]), and the core reports each call's end
+//! ([`Uac::poll_ended_call`]), so that a driver can give every call a connection of its own
+//! and close it with the call; a driver whose connection breaks tells the core
+//! ([`Uac::handle_connection_lost`]), since no retransmission would ever find out.
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, VecDeque};
@@ -19,7 +26,7 @@ use rand_distr::{Distribution, Exp};
 use serde::Serialize;
 use sluice_sip::{HeaderName, Message, Method, NameAddr};
 use sluice_time::Time;
-use sluice_txn::{ClientTxId, Event, Origin, Peer, Received, TransactionLayer, TxId};
+use sluice_txn::{ClientTxId, Event, Origin, Peer, Received, TransactionLayer, Transport, TxId};
 
 use crate::rate::{Arrivals, Schedule, Spacing};
 use crate::stats::{Counts, DelaySummary, Delays, Kind, SecondRow};
@@ -36,10 +43,13 @@ pub enum Hold {
 
 #[derive(Clone, Debug)]
 pub struct UacConfig {
-    /// This side's address, written into Via, From and Contact.
+    /// This side's address, written into Via, From and Contact. Port 0 writes the address
+    /// alone: a driver with a connection per call has no one port to name.
     pub local: SocketAddr,
     /// Where every request goes: the proxy under test, or the UAS.
     pub next_hop: SocketAddr,
+    /// What every request goes over.
+    pub transport: Transport,
     /// Request-URI of the INVITEs (default `sip:service@<next_hop>`).
     pub request_uri: String,
     pub schedule: Schedule,
@@ -70,6 +80,7 @@ impl UacConfig {
         UacConfig {
             local,
             next_hop,
+            transport: Transport::Udp,
             request_uri: format!("sip:service@{next_hop}"),
             schedule: Schedule::constant(rate),
             spacing: Spacing::Constant,
@@ -104,16 +115,22 @@ struct Call {
     /// The ACK for the 2xx, kept to answer its retransmissions.
     ack: Option<Bytes>,
     bye: Option<Bytes>,
+    /// The call's latest client transaction (INVITE, then BYE); possibly ended since.
+    tx: Option<ClientTxId>,
 }
 
-/// The UAC core. Drive it with [`Uac::handle_datagram`] and [`Uac::handle_timeout`]; take
-/// datagrams from [`Uac::poll_transmit`] and per-second rows from [`Uac::poll_row`].
+/// The UAC core. Drive it with [`Uac::handle_datagram`] (or [`Uac::handle_message`]) and
+/// [`Uac::handle_timeout`]; take messages from [`Uac::poll_transmit`] and per-second rows
+/// from [`Uac::poll_row`].
 #[derive(Debug)]
 pub struct Uac {
     cfg: UacConfig,
     /// `cfg.local` and `cfg.run_token` as written in every request.
     local: String,
     token: String,
+    /// The Via's protocol and the Contact's URI parameters for `cfg.transport`.
+    via: &'static [u8],
+    contact_params: &'static [u8],
     txn: TransactionLayer,
     peer: Peer,
     arrivals: Arrivals,
@@ -124,6 +141,8 @@ pub struct Uac {
     tx_calls: HashMap<ClientTxId, u64>,
     hangups: BinaryHeap<Reverse<(Time, u64)>>,
     out: VecDeque<Out>,
+    /// Calls that ended, for the driver (kept only over a reliable transport).
+    ended_calls: VecDeque<u64>,
     /// Set when the last call has started: the drain deadline runs from here.
     arrivals_ended: Option<Time>,
     done: bool,
@@ -161,7 +180,10 @@ impl Uac {
         );
         Uac {
             txn: TransactionLayer::new(cfg.txn),
-            peer: Peer::udp(cfg.next_hop),
+            peer: Peer {
+                addr: cfg.next_hop,
+                transport: cfg.transport,
+            },
             hold_rng: ChaCha8Rng::seed_from_u64(cfg.seed ^ 0x5eed_401d),
             arrivals,
             start: now,
@@ -170,6 +192,7 @@ impl Uac {
             tx_calls: HashMap::new(),
             hangups: BinaryHeap::new(),
             out: VecDeque::new(),
+            ended_calls: VecDeque::new(),
             arrivals_ended: None,
             done: false,
             second: Counts::default(),
@@ -188,8 +211,16 @@ impl Uac {
             unknown_call_responses: 0,
             late_provisionals: 0,
             ended: None,
-            local: cfg.local.to_string(),
+            local: sent_by(cfg.local),
             token: cfg.run_token.to_string(),
+            via: match cfg.transport {
+                Transport::Udp => b"Via: SIP/2.0/UDP ",
+                Transport::Tcp => b"Via: SIP/2.0/TCP ",
+            },
+            contact_params: match cfg.transport {
+                Transport::Udp => b"",
+                Transport::Tcp => b";transport=tcp",
+            },
             cfg,
         }
     }
@@ -209,6 +240,13 @@ impl Uac {
 
     pub fn poll_row(&mut self) -> Option<SecondRow> {
         self.rows.pop_front()
+    }
+
+    /// A call that ended (completed, failed or refused after its INVITE went out), so that
+    /// a driver can close the connection it gave the call. Only over a reliable transport;
+    /// a driver that takes none of them keeps one entry per call.
+    pub fn poll_ended_call(&mut self) -> Option<u64> {
+        self.ended_calls.pop_front()
     }
 
     /// The earliest instant at which [`handle_timeout`](Self::handle_timeout) has work.
@@ -265,6 +303,11 @@ impl Uac {
 
     /// A datagram arrived from `from`.
     pub fn handle_datagram(&mut self, now: Time, payload: Bytes, from: SocketAddr) {
+        self.handle_message(now, payload, Peer::udp(from));
+    }
+
+    /// A message arrived from `from`: a datagram, or one framed from a connection.
+    pub fn handle_message(&mut self, now: Time, payload: Bytes, from: Peer) {
         while !self.done && self.next_row <= now {
             self.close_second();
         }
@@ -274,7 +317,7 @@ impl Uac {
             return;
         };
         let kind = Kind::of(&msg);
-        if self.txn.handle_message(now, msg, Peer::udp(from)) == Received::Absorbed {
+        if self.txn.handle_message(now, msg, from) == Received::Absorbed {
             self.count_retransmission_received(kind);
         }
         self.drain(now);
@@ -286,6 +329,30 @@ impl Uac {
             self.txn.handle_transport_error(origin);
             self.drain(now);
         }
+    }
+
+    /// The connection that carried `call` (or, with `None`, every call) broke: the
+    /// transactions waiting on it fail with a transport error, as a failed send does
+    /// (RFC 3261 §18.4). A call between its ACK and BYE is untouched; its BYE goes out on
+    /// whatever connection the driver has then.
+    pub fn handle_connection_lost(&mut self, now: Time, call: Option<u64>) {
+        let txs: Vec<ClientTxId> = if let Some(n) = call {
+            self.calls.get(&n).and_then(|c| c.tx).into_iter().collect()
+        } else {
+            let mut txs: Vec<(u64, ClientTxId)> = self
+                .calls
+                .iter()
+                .filter_map(|(&n, c)| Some((n, c.tx?)))
+                .collect();
+            // In call order, so that a run's counts do not depend on the map's order.
+            txs.sort_unstable_by_key(|&(n, _)| n);
+            txs.into_iter().map(|(_, tx)| tx).collect()
+        };
+        for tx in txs {
+            // Ignored for a transaction that already ended.
+            self.txn.handle_transport_error(Origin::Client(tx));
+        }
+        self.drain(now);
     }
 
     fn count_retransmission_received(&mut self, kind: Kind) {
@@ -316,6 +383,7 @@ impl Uac {
                         seen_180: false,
                         ack: None,
                         bye: None,
+                        tx: Some(tx),
                     },
                 );
                 self.peak_in_progress = self.peak_in_progress.max(self.calls.len());
@@ -338,6 +406,9 @@ impl Uac {
             Ok(bye) => match self.txn.send_request(now, bye, self.peer) {
                 Ok(tx) => {
                     self.tx_calls.insert(tx, n);
+                    if let Some(call) = self.calls.get_mut(&n) {
+                        call.tx = Some(tx);
+                    }
                 }
                 Err(_) => self.end_call(n, |c| c.failed.bye += 1),
             },
@@ -357,10 +428,19 @@ impl Uac {
                         .add(Kind::of_wire(&t.payload));
                 }
                 self.messages_sent += 1;
+                // Only a driver of connections needs the call (and UDP skips the lookup).
+                let call = match t.origin {
+                    Origin::Client(tx) if self.cfg.transport.is_reliable() => {
+                        self.tx_calls.get(&tx).copied()
+                    }
+                    _ => None,
+                };
                 self.out.push_back(Out {
                     to: t.to.addr,
+                    transport: t.to.transport,
                     payload: t.payload,
                     origin: Some(t.origin),
+                    call,
                 });
             }
             while let Some(e) = self.txn.poll_event() {
@@ -401,12 +481,13 @@ impl Uac {
                 if let (Some(200..=299), Some(Method::Invite)) =
                     (response.status(), response.cseq().map(|c| &c.method))
                 {
-                    let ack = call_number(&response)
+                    let n = call_number(&response);
+                    let ack = n
                         .and_then(|n| self.calls.get(&n))
                         .and_then(|c| c.ack.clone());
-                    match ack {
-                        Some(ack) => self.send_ack(ack, true),
-                        None => self.unknown_call_responses += 1,
+                    match (n, ack) {
+                        (Some(n), Some(ack)) => self.send_ack(n, ack, true),
+                        _ => self.unknown_call_responses += 1,
                     }
                 }
             }
@@ -455,6 +536,9 @@ impl Uac {
     fn end_call(&mut self, n: u64, count: impl FnOnce(&mut Counts)) {
         if self.calls.remove(&n).is_some() {
             count(&mut self.second);
+            if self.cfg.transport.is_reliable() {
+                self.ended_calls.push_back(n);
+            }
         }
     }
 
@@ -492,7 +576,7 @@ impl Uac {
                 let seen_180 = call.seen_180;
                 call.ack = Some(ack.clone());
                 call.bye = Some(bye);
-                self.send_ack(ack, false);
+                self.send_ack(n, ack, false);
                 // Setup ends when the ACK goes out (now).
                 let setup = now.saturating_since(started);
                 if in_window {
@@ -520,15 +604,17 @@ impl Uac {
         }
     }
 
-    fn send_ack(&mut self, ack: Bytes, repeat: bool) {
+    fn send_ack(&mut self, n: u64, ack: Bytes, repeat: bool) {
         if repeat {
             self.second.retransmissions_sent.add(Kind::Ack);
         }
         self.messages_sent += 1;
         self.out.push_back(Out {
             to: self.cfg.next_hop,
+            transport: self.cfg.transport,
             payload: ack,
             origin: None,
+            call: Some(n),
         });
     }
 
@@ -585,7 +671,7 @@ impl Uac {
         };
         put(&[method, b" ", target.unwrap_or(ruri), b" SIP/2.0\r\n"]);
         put(&[
-            b"Via: SIP/2.0/UDP ",
+            self.via,
             local,
             b";branch=z9hG4bK-",
             token,
@@ -620,7 +706,12 @@ impl Uac {
             b"\r\n",
         ]);
         if method == b"INVITE" {
-            put(&[b"Contact: <sip:sluice@", local, b">\r\n"]);
+            put(&[
+                b"Contact: <sip:sluice@",
+                local,
+                self.contact_params,
+                b">\r\n",
+            ]);
         }
         put(&[b"Content-Length: 0\r\n\r\n"]);
         b.freeze()
@@ -701,6 +792,15 @@ impl Uac {
             transaction_table_refusals: stats.refused.table_full,
             rows_dropped: self.rows_dropped,
         }
+    }
+}
+
+/// `addr` as a Via sent-by or URI host: without the port when it is 0.
+fn sent_by(addr: SocketAddr) -> String {
+    match addr {
+        SocketAddr::V4(a) if a.port() == 0 => a.ip().to_string(),
+        SocketAddr::V6(a) if a.port() == 0 => format!("[{}]", a.ip()),
+        _ => addr.to_string(),
     }
 }
 

@@ -4,6 +4,11 @@
 //! request's Record-Route (§12.1.1) and the 200 carries a Contact, so the caller's ACK and
 //! BYE come back through a record-routing proxy. BYE ends the dialog with 200.
 //!
+//! Requests may come over UDP or TCP: responses go back over the transport (and, for the
+//! driver, the connection) the request came on, and the 200's Contact says
+//! `;transport=tcp` for a request that came over TCP. The 2xx is retransmitted until the
+//! ACK over TCP too, as §13.3.1.4 asks, unless `txn.retransmit_2xx_over_reliable` is off.
+//!
 //! A dialog is remembered by Call-ID until its BYE (or, if none comes, for `dialog_ttl`), so
 //! that an INVITE retransmitted after the 2xx ended the server transaction is recognised as a
 //! retransmission rather than answered as a new call.
@@ -18,7 +23,7 @@ use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
 use sluice_sip::{edit, HeaderName, Message, Method};
 use sluice_time::Time;
-use sluice_txn::{Event, Origin, Peer, Received, ServerTxId, TransactionLayer, TxId};
+use sluice_txn::{Event, Origin, Peer, Received, ServerTxId, TransactionLayer, Transport, TxId};
 
 use crate::stats::{Kind, KindCounts};
 use crate::Out;
@@ -101,6 +106,7 @@ struct PendingAnswer {
 pub struct Uas {
     cfg: UasConfig,
     contact: String,
+    contact_tcp: String,
     txn: TransactionLayer,
     rng: ChaCha8Rng,
     /// Call-ID → when the INVITE arrived.
@@ -114,8 +120,10 @@ pub struct Uas {
 
 impl Uas {
     pub fn new(cfg: UasConfig) -> Uas {
+        let contact = cfg.contact.unwrap_or(cfg.local);
         Uas {
-            contact: format!("<sip:uas@{}>", cfg.contact.unwrap_or(cfg.local)),
+            contact: format!("<sip:uas@{contact}>"),
+            contact_tcp: format!("<sip:uas@{contact};transport=tcp>"),
             txn: TransactionLayer::new(cfg.txn),
             rng: ChaCha8Rng::seed_from_u64(cfg.seed),
             dialogs: HashMap::new(),
@@ -182,13 +190,18 @@ impl Uas {
     }
 
     pub fn handle_datagram(&mut self, now: Time, payload: Bytes, from: SocketAddr) {
+        self.handle_message(now, payload, Peer::udp(from));
+    }
+
+    /// A message arrived from `from`: a datagram, or one framed from a connection.
+    pub fn handle_message(&mut self, now: Time, payload: Bytes, from: Peer) {
         self.counts.messages_received += 1;
         let Ok(msg) = Message::parse(payload) else {
             self.counts.malformed_received += 1;
             return;
         };
         let kind = Kind::of(&msg);
-        let r = self.txn.handle_message(now, msg, Peer::udp(from));
+        let r = self.txn.handle_message(now, msg, from);
         // The ACK for a 3xx–6xx is absorbed too, but it is no retransmission.
         if r == Received::Absorbed && kind != Kind::Ack {
             self.counts.retransmissions_received_by_type.add(kind);
@@ -218,8 +231,10 @@ impl Uas {
                 self.counts.messages_sent += 1;
                 self.out.push_back(Out {
                     to: t.to.addr,
+                    transport: t.to.transport,
                     payload: t.payload,
                     origin: Some(t.origin),
+                    call: None,
                 });
             }
             while let Some(e) = self.txn.poll_event() {
@@ -319,7 +334,7 @@ impl Uas {
             self.reject(now, tx, &request);
             return;
         }
-        let ringing = self.response(&request, 180, false);
+        let ringing = self.response(&request, 180, None);
         let _ = self.txn.respond_bytes(now, tx, 180, ringing);
         self.dialogs.insert(call_id.clone(), now);
         self.expiry.push_back((now, call_id));
@@ -336,7 +351,7 @@ impl Uas {
     }
 
     fn reject(&mut self, now: Time, tx: ServerTxId, request: &Message) {
-        let resp = self.response(request, 503, false);
+        let resp = self.response(request, 503, None);
         let _ = self.txn.respond_bytes(now, tx, 503, resp);
     }
 
@@ -346,7 +361,7 @@ impl Uas {
             if let Some(id) = p.request.call_id() {
                 self.dialogs.remove(id);
             }
-            let resp = self.response(&p.request, 487, false);
+            let resp = self.response(&p.request, 487, None);
             let _ = self.txn.respond_bytes(now, invite, 487, resp);
         }
     }
@@ -355,7 +370,7 @@ impl Uas {
     /// layer retransmits the 2xx until the ACK.
     fn answer(&mut self, now: Time, tx: ServerTxId, request: &Message, from: Peer) {
         self.txn.terminate_tx(TxId::Server(tx));
-        let ok = self.response(request, 200, true);
+        let ok = self.response(request, 200, Some(from.transport));
         match Message::parse(ok) {
             Ok(ok) => match self.txn.send_2xx_reliably(now, ok, from) {
                 Ok(_) => self.counts.answered += 1,
@@ -365,7 +380,9 @@ impl Uas {
         }
     }
 
-    fn response(&self, request: &Message, status: u16, contact: bool) -> Bytes {
+    /// A response echoing the request's Record-Route; with `contact`, a Contact for in-dialog
+    /// requests over that transport.
+    fn response(&self, request: &Message, status: u16, contact: Option<Transport>) -> Bytes {
         let mut b = edit::response_to(request, status).to_tag("sluice-uas");
         for rr in request
             .header_values(HeaderName::RecordRoute)
@@ -373,8 +390,10 @@ impl Uas {
         {
             b = b.header("Record-Route", rr);
         }
-        if contact {
-            b = b.header("Contact", self.contact.as_bytes());
+        match contact {
+            Some(Transport::Udp) => b = b.header("Contact", self.contact.as_bytes()),
+            Some(Transport::Tcp) => b = b.header("Contact", self.contact_tcp.as_bytes()),
+            None => {}
         }
         b.build()
     }

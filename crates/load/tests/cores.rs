@@ -5,7 +5,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use bytes::Bytes;
-use sluice_load::{Hold, Out, Uac, UacConfig, Uas, UasConfig};
+use sluice_load::{Hold, Out, Peer, Transport, Uac, UacConfig, Uas, UasConfig};
 use sluice_sip::{edit, Message};
 use sluice_time::Time;
 
@@ -19,6 +19,22 @@ const UAS: u16 = 5002;
 /// Runs both cores against each other with a one-way delay, delivering datagrams in time
 /// order; `drop_nth` drops every n-th datagram from the UAS (0: none).
 fn run_pair(uac: &mut Uac, uas: &mut Uas, delay: Duration, drop_nth: u64, until: Time) {
+    run_pair_over(Transport::Udp, uac, uas, delay, drop_nth, until);
+}
+
+/// [`run_pair`] with every message over `transport` (in order, as a connection keeps it).
+fn run_pair_over(
+    transport: Transport,
+    uac: &mut Uac,
+    uas: &mut Uas,
+    delay: Duration,
+    drop_nth: u64,
+    until: Time,
+) {
+    let peer = |port| Peer {
+        addr: addr(port),
+        transport,
+    };
     let mut wire: Vec<(Time, bool, Out)> = Vec::new(); // (arrival, to_uas, datagram)
     let mut now = Time::ZERO;
     let mut from_uas = 0u64;
@@ -26,25 +42,26 @@ fn run_pair(uac: &mut Uac, uas: &mut Uas, delay: Duration, drop_nth: u64, until:
         uac.handle_timeout(now);
         uas.handle_timeout(now);
         while let Some(o) = uac.poll_transmit() {
-            assert_eq!(o.to, addr(UAS));
+            assert_eq!((o.to, o.transport), (addr(UAS), transport));
             wire.push((now + delay, true, o));
         }
         while let Some(o) = uas.poll_transmit() {
-            assert_eq!(o.to, addr(UAC));
+            assert_eq!((o.to, o.transport), (addr(UAC), transport));
             from_uas += 1;
             if drop_nth == 0 || !from_uas.is_multiple_of(drop_nth) {
                 wire.push((now + delay, false, o));
             }
         }
         // Deliver what arrives by now, in order.
+        // A stable sort: messages sent at the same instant keep their order.
         wire.sort_by_key(|(t, ..)| *t);
         let due = wire.partition_point(|(t, ..)| *t <= now);
         if due > 0 {
             for (_, to_uas, o) in wire.drain(..due).collect::<Vec<_>>() {
                 if to_uas {
-                    uas.handle_datagram(now, o.payload, addr(UAC));
+                    uas.handle_message(now, o.payload, peer(UAC));
                 } else {
-                    uac.handle_datagram(now, o.payload, addr(UAS));
+                    uac.handle_message(now, o.payload, peer(UAS));
                 }
             }
             continue;
@@ -374,5 +391,149 @@ fn delay_percentiles_leave_out_the_calls_of_the_warm_up() {
     assert_eq!(
         (s.pdd_180.count, s.pdd_200.count, s.setup.count),
         (50, 50, 50)
+    );
+}
+
+#[test]
+fn over_tcp_messages_say_so_and_nothing_is_retransmitted() {
+    let mut cfg = uac_config(200.0, 300);
+    cfg.transport = Transport::Tcp;
+    cfg.hold = Hold::Constant(Duration::from_millis(100));
+    let mut uac = Uac::new(cfg, Time::ZERO);
+    uac.handle_timeout(Time::ZERO);
+    let invite = uac.poll_transmit().unwrap();
+    assert_eq!((invite.transport, invite.call), (Transport::Tcp, Some(0)));
+    let text = std::str::from_utf8(&invite.payload).unwrap();
+    assert!(
+        text.contains("\r\nVia: SIP/2.0/TCP 127.0.0.1:5001;branch="),
+        "{text}"
+    );
+    assert!(
+        text.contains("\r\nContact: <sip:sluice@127.0.0.1:5001;transport=tcp>\r\n"),
+        "{text}"
+    );
+    // The UAS answers over the transport the INVITE came on, with a Contact saying so.
+    let mut uas = Uas::new(UasConfig::new(addr(UAS)));
+    uas.handle_message(Time::ZERO, invite.payload, Peer::tcp(addr(UAC)));
+    let sent: Vec<Out> = std::iter::from_fn(|| uas.poll_transmit()).collect();
+    assert_eq!(sent.len(), 3);
+    assert!(sent.iter().all(|o| o.transport == Transport::Tcp));
+    let ok = std::str::from_utf8(&sent[2].payload).unwrap();
+    assert!(
+        ok.contains("Contact: <sip:uas@127.0.0.1:5002;transport=tcp>\r\n"),
+        "{ok}"
+    );
+
+    let mut cfg = uac_config(200.0, 300);
+    cfg.transport = Transport::Tcp;
+    cfg.hold = Hold::Constant(Duration::from_millis(100));
+    let mut uac = Uac::new(cfg, Time::ZERO);
+    let mut uas = Uas::new(UasConfig::new(addr(UAS)));
+    run_pair_over(
+        Transport::Tcp,
+        &mut uac,
+        &mut uas,
+        Duration::from_millis(2),
+        0,
+        Time::from_secs(60),
+    );
+    assert!(uac.is_done());
+    let s = uac.summary();
+    assert_eq!(
+        (s.offered, s.successful, s.completed, s.unfinished),
+        (300, 300, 300, 0)
+    );
+    assert_eq!((s.retransmissions_sent, s.retransmissions_received), (0, 0));
+    assert_eq!(uas.counts().retransmissions_sent, 0);
+    // Every call's end is reported once, for the driver to close its connection.
+    let mut ended: Vec<u64> = std::iter::from_fn(|| uac.poll_ended_call()).collect();
+    ended.sort_unstable();
+    assert_eq!(ended, (0..300).collect::<Vec<_>>());
+}
+
+#[test]
+fn over_udp_no_call_ends_are_kept() {
+    let mut uac = Uac::new(uac_config(100.0, 20), Time::ZERO);
+    let mut uas = Uas::new(UasConfig::new(addr(UAS)));
+    run_pair(
+        &mut uac,
+        &mut uas,
+        Duration::from_millis(1),
+        0,
+        Time::from_secs(30),
+    );
+    assert_eq!(uac.summary().completed, 20);
+    assert!(uac.poll_ended_call().is_none());
+}
+
+#[test]
+fn the_uas_retransmits_its_2xx_over_tcp_too() {
+    let mut uas = Uas::new(UasConfig::new(addr(UAS)));
+    let invite = Bytes::from_static(
+        b"INVITE sip:service@127.0.0.1:5002 SIP/2.0\r\n\
+          Via: SIP/2.0/TCP 127.0.0.1:5001;branch=z9hG4bK-1\r\n\
+          Max-Forwards: 70\r\nFrom: <sip:a@x>;tag=1\r\nTo: <sip:service@y>\r\n\
+          Call-ID: c1\r\nCSeq: 1 INVITE\r\nContent-Length: 0\r\n\r\n",
+    );
+    uas.handle_message(Time::ZERO, invite, Peer::tcp(addr(UAC)));
+    while uas.poll_transmit().is_some() {}
+    let mut times = Vec::new();
+    while let Some(t) = uas.poll_timeout() {
+        if t > Time::from_secs(4) {
+            break;
+        }
+        uas.handle_timeout(t);
+        while let Some(o) = uas.poll_transmit() {
+            assert_eq!(o.transport, Transport::Tcp);
+            times.push(t.as_millis());
+        }
+    }
+    assert_eq!(times, [500, 1500, 3500]);
+    assert_eq!(uas.counts().retransmissions_sent_by_type.ok_invite, 3);
+}
+
+#[test]
+fn a_lost_connection_fails_the_calls_waiting_on_it() {
+    let mut cfg = uac_config(1000.0, 3);
+    cfg.transport = Transport::Tcp;
+    let mut uac = Uac::new(cfg, Time::ZERO);
+    uac.handle_timeout(Time::from_millis(5));
+    let invites: Vec<Out> = std::iter::from_fn(|| uac.poll_transmit()).collect();
+    assert_eq!(invites.len(), 3);
+    // No Timer A over TCP: the next deadline is the end of the first second.
+    assert_eq!(uac.poll_timeout(), Some(Time::from_secs(1)));
+    uac.handle_connection_lost(Time::from_millis(6), Some(1));
+    assert_eq!(uac.summary().failures.transport, 1);
+    assert_eq!(uac.poll_ended_call(), Some(1));
+    // A shared connection: every call waiting on it.
+    uac.handle_connection_lost(Time::from_millis(7), None);
+    let s = uac.summary();
+    assert_eq!((s.failures.transport, s.failed, s.unfinished), (3, 3, 0));
+    let ended: Vec<u64> = std::iter::from_fn(|| uac.poll_ended_call()).collect();
+    assert_eq!(ended, [0, 2]);
+    uac.handle_timeout(Time::from_millis(8));
+    assert!(uac.is_done());
+}
+
+#[test]
+fn a_local_port_of_zero_is_left_out_of_via_from_and_contact() {
+    let mut cfg = UacConfig::new(SocketAddr::from(([127, 0, 0, 1], 0)), addr(UAS), 1.0);
+    cfg.max_calls = Some(1);
+    cfg.transport = Transport::Tcp;
+    let mut uac = Uac::new(cfg, Time::ZERO);
+    uac.handle_timeout(Time::ZERO);
+    let invite = uac.poll_transmit().unwrap();
+    let text = std::str::from_utf8(&invite.payload).unwrap();
+    assert!(
+        text.contains("Via: SIP/2.0/TCP 127.0.0.1;branch="),
+        "{text}"
+    );
+    assert!(
+        text.contains("From: <sip:sluice@127.0.0.1>;tag=0"),
+        "{text}"
+    );
+    assert!(
+        text.contains("Contact: <sip:sluice@127.0.0.1;transport=tcp>"),
+        "{text}"
     );
 }
