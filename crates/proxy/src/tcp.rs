@@ -345,8 +345,8 @@ impl Tcp {
         Ok(())
     }
 
-    /// Smart forwarding's input: each outgoing connection's bytes not yet delivered
-    /// (the write queue here, and the kernel's send queue).
+    /// Smart forwarding's input: each outgoing connection's bytes not yet sent (the write
+    /// queue here, and what the kernel's send queue has not sent).
     pub(crate) fn measure(&self, core: &mut ProxyCore) {
         for conn in self.conns.values() {
             let Some(lane) = conn.lane else { continue };
@@ -354,7 +354,10 @@ impl Tcp {
                 .shared
                 .stream
                 .get()
-                .and_then(|s| sluice_sys::unsent_bytes(s.as_ref()).ok())
+                // Bytes the next hop's window does not admit yet, not those in flight: on
+                // a path with any round trip, or a peer that delays its ACKs, SIOCOUTQ's
+                // unacknowledged bytes are rarely zero even when the next hop keeps up.
+                .and_then(|s| sluice_sys::unsent_not_sent_bytes(s.as_ref()).ok())
                 .unwrap_or(0);
             let unsent = conn.shared.queued.load(Ordering::Relaxed) + kernel;
             core.handle_send_queue(conn.remote, lane, unsent);

@@ -1,5 +1,5 @@
 //! Socket queries that neither socket2, nix, rustix nor tokio expose without `unsafe`
-//! (checked: they have no safe wrapper for `SIOCOUTQ`). Each function is one `ioctl` on a
+//! (checked: they have no safe wrapper for `SIOCOUTQ` or `SIOCOUTQNSD`). Each function is one `ioctl` on a
 //! descriptor the caller keeps open for the call's duration.
 
 use std::io;
@@ -23,12 +23,31 @@ pub fn unsent_bytes(socket: &impl AsFd) -> io::Result<usize> {
     Ok(usize::try_from(unsent).unwrap_or(0))
 }
 
+/// `SIOCOUTQNSD` from linux/sockios.h, which the libc crate does not define.
+const SIOCOUTQNSD: libc::Ioctl = 0x894B;
+
+/// Bytes in a TCP socket's send queue that have not been sent yet (Linux `SIOCOUTQNSD`):
+/// what the peer's receive window does not admit, excluding bytes in flight. Unlike
+/// [`unsent_bytes`] it reads 0 on a connection whose peer keeps up, however long the
+/// round trip or the peer's delayed ACK.
+pub fn unsent_not_sent_bytes(socket: &impl AsFd) -> io::Result<usize> {
+    let fd = socket.as_fd().as_raw_fd();
+    let mut unsent: libc::c_int = 0;
+    // SAFETY: as in `unsent_bytes`: a borrowed live descriptor, one `int` written.
+    #[allow(unsafe_code)]
+    let r = unsafe { libc::ioctl(fd, SIOCOUTQNSD, &raw mut unsent) };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(usize::try_from(unsent).unwrap_or(0))
+}
+
 #[cfg(test)]
 mod tests {
     use std::io::{Read, Write};
     use std::net::{TcpListener, TcpStream};
 
-    use super::unsent_bytes;
+    use super::{unsent_bytes, unsent_not_sent_bytes};
 
     #[test]
     fn counts_what_a_peer_has_not_read_and_nothing_once_it_has() {
@@ -51,6 +70,12 @@ mod tests {
         std::thread::sleep(std::time::Duration::from_millis(50));
         let waiting = unsent_bytes(&sender).unwrap();
         assert!(waiting > 0 && waiting <= written, "{waiting} of {written}");
+        // The receiver's window is closed: what waits has not been sent at all.
+        let not_sent = unsent_not_sent_bytes(&sender).unwrap();
+        assert!(
+            not_sent > 0 && not_sent <= waiting,
+            "{not_sent} of {waiting}"
+        );
         let mut sink = vec![0u8; 1 << 20];
         let mut read = 0;
         while read < written {
@@ -58,5 +83,6 @@ mod tests {
         }
         std::thread::sleep(std::time::Duration::from_millis(50));
         assert_eq!(unsent_bytes(&sender).unwrap(), 0);
+        assert_eq!(unsent_not_sent_bytes(&sender).unwrap(), 0);
     }
 }
