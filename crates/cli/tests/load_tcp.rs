@@ -1,6 +1,7 @@
 //! `sluice load` over TCP on loopback: sluice's UAC against sluice's UAS with one shared
 //! connection and with one per call, and against SIPp both ways (`-t t1`, `-t tn`; skipped
-//! with a notice when `sipp` is not installed).
+//! with a notice when `sipp` is not installed); and through a proxy over TCP on both
+//! sides: `sluice proxy`, and Kamailio (skipped with a notice when it is not installed).
 
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
@@ -326,4 +327,64 @@ fn sipp_uac_drives_sluice_uas_over_tcp_shared_and_per_call() {
     );
     assert_eq!(run["tcp"]["failed"].as_u64(), Some(0), "{run:#}");
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Waits until something accepts TCP connections on `addr`.
+fn wait_for_tcp(addr: SocketAddr) {
+    let start = Instant::now();
+    while std::net::TcpStream::connect(addr).is_err() {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "nothing listens on {addr}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn uac_through_sluice_proxy_over_tcp_to_uas() {
+    let dir = scratch("sluice-proxy");
+    let (uas, uas_addr) = start_uas("40s", &dir.join("uas"));
+    let port = free_port();
+    let proxy = Command::new(SLUICE)
+        .args(["proxy", "--listen", &format!("127.0.0.1:{port}")])
+        .args(["--next-hop", &uas_addr.to_string(), "--tcp-to-next-hops"])
+        .args(["--duration", "40s"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn proxy");
+    let _proxy = Guard(Some(proxy));
+    let proxy_addr = SocketAddr::from(([127, 0, 0, 1], port));
+    wait_for_tcp(proxy_addr);
+    let summary = run_uac(proxy_addr, 600, &[]);
+    assert_uac_clean(&summary, 600);
+    drop(uas);
+}
+
+#[test]
+#[cfg_attr(missing_kamailio, ignore = "needs kamailio: apt-get install kamailio")]
+fn uac_through_kamailio_over_tcp_to_uas() {
+    external_tools::require("kamailio");
+    let dir = scratch("kamailio");
+    let (uas, uas_addr) = start_uas("40s", &dir.join("uas"));
+    let port = free_port();
+    let cfg = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/kamailio/proxy.cfg");
+    let kamailio = Command::new("kamailio")
+        .arg("-f")
+        .arg(&cfg)
+        .args(["-DD", "-E", "-m", "256", "-n", "1", "-A", "WITH_TCP", "-l"])
+        .arg(format!("tcp:127.0.0.1:{port}"))
+        .arg("-A")
+        .arg(format!("NEXT_HOP=\"sip:{uas_addr};transport=tcp\""))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn kamailio");
+    let _kamailio = Guard(Some(kamailio));
+    let proxy_addr = SocketAddr::from(([127, 0, 0, 1], port));
+    wait_for_tcp(proxy_addr);
+    let summary = run_uac(proxy_addr, 600, &[]);
+    assert_uac_clean(&summary, 600);
+    drop(uas);
 }
