@@ -2,7 +2,10 @@
 //! under test (sluice, Kamailio or any command) and a UAC; the rate rises step by step
 //! until a step has a failed call or a retransmission. The generator at both ends is
 //! sluice's (in this process) or SIPp's (started per step, `tests/sipp/uac.xml` and
-//! `uas.xml`, which route ACK and BYE through the proxy).
+//! `uas.xml`, which route ACK and BYE through the proxy). A proxy named with `/tcp`
+//! (`sluice/tcp`, `kamailio/tcp`, `kamailio:2/tcp`) is run over TCP on both sides: the
+//! generator's UAC connects to it (one connection, SIPp's `-t t1`) and it connects to the
+//! UAS.
 
 use std::fs;
 use std::net::SocketAddr;
@@ -35,7 +38,8 @@ pub enum Generator {
 /// `sluice bench proxy`'s settings; the CLI's `--help` explains each.
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct ProxyBench {
-    /// `sluice`, `kamailio`, `kamailio:N`, `none` or a command template.
+    /// `sluice`, `kamailio`, `kamailio:N`, `none` or a command template; `/tcp` after a
+    /// name runs it over TCP.
     pub proxies: Vec<String>,
     /// First rate, step and highest rate, calls/s.
     pub start: f64,
@@ -93,6 +97,14 @@ pub struct BenchResult {
     pub steps: Vec<BenchStep>,
 }
 
+/// A proxy name without its `/tcp`, and whether it had one.
+fn transport_of(spec: &str) -> (&str, bool) {
+    match spec.strip_suffix("/tcp") {
+        Some(name) => (name, true),
+        None => (spec, false),
+    }
+}
+
 fn proxy_command(
     spec: &str,
     args: &ProxyBench,
@@ -100,16 +112,40 @@ fn proxy_command(
     next_hop: SocketAddr,
     duration: f64,
 ) -> Result<String, String> {
-    let command = if spec == "sluice" {
-        sluice_proxy_command()?
-    } else if let Some(workers) = (spec == "kamailio")
+    let (name, tcp) = transport_of(spec);
+    let command = if name == "sluice" {
+        let command = sluice_proxy_command()?;
+        if tcp {
+            command + " --tcp-to-next-hops"
+        } else {
+            command
+        }
+    } else if let Some(workers) = (name == "kamailio")
         .then_some("1")
-        .or_else(|| spec.strip_prefix("kamailio:"))
+        .or_else(|| name.strip_prefix("kamailio:"))
     {
         let workers: u32 = workers
             .parse()
             .map_err(|_| format!("--proxy {spec}: expected kamailio or kamailio:N"))?;
-        kamailio_command(&args.kamailio_cfg, workers)?
+        let command = kamailio_command(&args.kamailio_cfg, workers)?;
+        if tcp {
+            // TCP beside UDP (the probe comes over UDP), as many TCP workers as UDP ones,
+            // and the UAS reached over TCP.
+            command.replace(
+                "-l udp:{listen} -A 'NEXT_HOP=\"sip:{next_hop}\"'",
+                &format!(
+                    "-A WITH_TCP -N {workers} -l udp:{{listen}} -l tcp:{{listen}} \
+                     -A 'NEXT_HOP=\"sip:{{next_hop}};transport=tcp\"'"
+                ),
+            )
+        } else {
+            command
+        }
+    } else if tcp {
+        return Err(format!(
+            "--proxy {spec}: /tcp applies to sluice and kamailio; give a command template \
+             its own TCP options"
+        ));
     } else {
         spec.to_owned()
     };
@@ -128,6 +164,37 @@ enum BenchUas {
     Sipp,
 }
 
+/// sluice's UAS over TCP on a fresh loopback port, in a thread, until `flag` is set.
+fn sluice_tcp_uas(
+    flag: Arc<AtomicBool>,
+) -> Result<
+    (
+        SocketAddr,
+        std::thread::JoinHandle<std::io::Result<Run<sluice_load::UasCounts>>>,
+        Option<String>,
+    ),
+    String,
+> {
+    let listener =
+        shell::tcp::bind_tcp("127.0.0.1:0".parse().expect("literal")).map_err(|e| e.to_string())?;
+    let addr = listener.local_addr().map_err(|e| e.to_string())?;
+    let stop = Stop {
+        after: None,
+        flag: Some(flag),
+    };
+    let (tx, rx) = std::sync::mpsc::channel();
+    let thread = std::thread::spawn(move || {
+        let _ = tx.send(shell::thread_stat_path());
+        shell::tcp::run_uas_tcp(
+            listener,
+            UasConfig::new(addr),
+            shell::tcp::TcpConfig::default(),
+            &stop,
+        )
+    });
+    Ok((addr, thread, rx.recv().ok().flatten()))
+}
+
 /// Ramps the rate against one proxy (`spec` as in [`ProxyBench::proxies`]) until a step
 /// fails; prints a row per step.
 pub fn bench_one(
@@ -135,7 +202,20 @@ pub fn bench_one(
     args: &ProxyBench,
     console: &dyn Console,
 ) -> Result<BenchResult, String> {
+    let tcp = transport_of(spec).1;
     let (uas, uas_addr) = match args.generator {
+        Generator::Sluice if tcp => {
+            let flag = Arc::new(AtomicBool::new(false));
+            let (addr, thread, stat) = sluice_tcp_uas(flag.clone())?;
+            (
+                BenchUas::Sluice {
+                    stop: flag,
+                    thread,
+                    stat,
+                },
+                addr,
+            )
+        }
         Generator::Sluice => {
             let socket = shell::bind_udp("127.0.0.1:0".parse().expect("literal"))
                 .map_err(|e| e.to_string())?;
@@ -220,8 +300,8 @@ pub fn bench_one(
             let uas0 = uas_cpu();
             let started = std::time::Instant::now();
             let mut step = match args.generator {
-                Generator::Sluice => sluice_step(spec, rate, args, listen)?,
-                Generator::Sipp => sipp_step(spec, rate, args, listen, uas_addr)?,
+                Generator::Sluice => sluice_step(spec, rate, args, listen, tcp)?,
+                Generator::Sipp => sipp_step(spec, rate, args, listen, uas_addr, tcp)?,
             };
             let wall = started.elapsed().as_secs_f64();
             let used = proxy_cpu().zip(cpu0).map(|(b, a)| b - a);
@@ -269,6 +349,7 @@ fn sluice_step(
     rate: f64,
     args: &ProxyBench,
     target: SocketAddr,
+    tcp: bool,
 ) -> Result<BenchStep, String> {
     let bind = SocketAddr::from(([127, 0, 0, 1], 0));
     let mut cfg = UacConfig::new(bind, target, rate);
@@ -277,9 +358,19 @@ fn sluice_step(
     cfg.max_in_progress = 1_000_000;
     cfg.drain_timeout = Duration::from_secs_f64(args.drain);
     cfg.run_token = fresh_run_token();
-    let socket = shell::bind_udp(bind).map_err(|e| e.to_string())?;
-    let run =
-        shell::run_uac(socket, cfg, &Stop::default(), |_| {}).map_err(|e| format!("uac: {e}"))?;
+    let run = if tcp {
+        shell::tcp::run_uac_tcp(
+            bind,
+            cfg,
+            shell::tcp::TcpConfig::default(),
+            &Stop::default(),
+            |_| {},
+        )
+    } else {
+        let socket = shell::bind_udp(bind).map_err(|e| e.to_string())?;
+        shell::run_uac(socket, cfg, &Stop::default(), |_| {})
+    }
+    .map_err(|e| format!("uac: {e}"))?;
     let s = &run.summary;
     Ok(BenchStep {
         proxy: spec.to_owned(),
@@ -311,6 +402,7 @@ fn sipp_step(
     args: &ProxyBench,
     proxy: SocketAddr,
     uas_addr: SocketAddr,
+    tcp: bool,
 ) -> Result<BenchStep, String> {
     let calls = (rate * args.step_secs).round().max(1.0) as u64;
     let dir = std::env::temp_dir().join(format!("sluice-bench-sipp-{}", std::process::id()));
@@ -321,6 +413,13 @@ fn sipp_step(
     let timeout = format!("{:.0}s", args.step_secs + args.drain + 2.0);
     let common = |cmd: &mut std::process::Command| {
         cmd.args(["-i", "127.0.0.1", "-buff_size", "1048576", "-nostdin"])
+            .args(if tcp {
+                // One connection for the step; SIPp's default socket limit exceeds most
+                // hosts' open-files limit, which it refuses to start with.
+                &["-t", "t1", "-max_socket", "4096"][..]
+            } else {
+                &[]
+            })
             .args([
                 "-timeout",
                 &timeout,

@@ -70,7 +70,8 @@ pub struct ProxyBenchArgs {
     /// processes), or a command line with the placeholders {listen}, {next_hop},
     /// {listen_port}, {next_hop_port} and {duration} (whole seconds, a bare number: sluice
     /// takes `--duration {duration}s`; run with `sh -c`); `none` calls the UAS directly (the
-    /// generator's own maximum).
+    /// generator's own maximum). `sluice/tcp`, `kamailio/tcp` and `kamailio:N/tcp` run the
+    /// proxy over TCP on both sides.
     #[arg(long = "proxy", default_value = "sluice")]
     pub proxies: Vec<String>,
     /// First call rate, calls/s.
