@@ -157,24 +157,19 @@ fn proxy_command(
 enum BenchUas {
     Sluice {
         stop: Arc<AtomicBool>,
-        thread: std::thread::JoinHandle<std::io::Result<Run<sluice_load::UasCounts>>>,
+        thread: UasThread,
         /// The UAS thread's /proc stat file, for its CPU time per step.
         stat: Option<String>,
     },
     Sipp,
 }
 
+type UasThread = std::thread::JoinHandle<std::io::Result<Run<sluice_load::UasCounts>>>;
+
 /// sluice's UAS over TCP on a fresh loopback port, in a thread, until `flag` is set.
 fn sluice_tcp_uas(
     flag: Arc<AtomicBool>,
-) -> Result<
-    (
-        SocketAddr,
-        std::thread::JoinHandle<std::io::Result<Run<sluice_load::UasCounts>>>,
-        Option<String>,
-    ),
-    String,
-> {
+) -> Result<(SocketAddr, UasThread, Option<String>), String> {
     let listener =
         shell::tcp::bind_tcp("127.0.0.1:0".parse().expect("literal")).map_err(|e| e.to_string())?;
     let addr = listener.local_addr().map_err(|e| e.to_string())?;
