@@ -61,9 +61,9 @@ pub struct TcpConfig {
     pub smart_forwarding: bool,
     /// Bytes of messages read from TCP connections that may wait in the processor's
     /// queues; past it the connections are not read until the processor catches up
-    /// (the receiving server's application buffer: 64 KB by default in the paper's
-    /// testbed, §5; buffer minimisation keeps it or the receive buffer small, §6.4). At
-    /// least one message is always let in.
+    /// (the receiving server's application buffer of Shen and Schulzrinne 2010: 64 KB by
+    /// default on their testbed, §5; buffer minimisation keeps it or the receive buffer
+    /// small, §6.4). At least one message is always let in.
     pub application_buffer: usize,
     /// SO_RCVBUF of accepted connections, bytes (buffer minimisation at the receiving
     /// server: the paper recommends room for a couple of INVITEs, 2 KB). 0: kernel default.
