@@ -407,3 +407,131 @@ impl Streams {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TOPO: Topology = Topology { sources: 1 };
+
+    fn sockets(send: u64, receive: u64, write_queue: u64) -> Vec<Sockets> {
+        let s = Sockets {
+            accepted_send: send,
+            accepted_receive: receive,
+            opened_send: send,
+            opened_receive: receive,
+            write_queue,
+            max_message: 65_535,
+            accepted_invites_receive: 0,
+        };
+        vec![s; TOPO.nodes()]
+    }
+
+    fn listening(n: NodeId) -> SocketAddr {
+        SocketAddr::new(IpAddr::V4(TOPO.ip(n)), LISTEN_PORT)
+    }
+
+    fn message(len: usize) -> Bytes {
+        let head = format!(
+            "OPTIONS sip:x SIP/2.0\r\nContent-Length: {}\r\n\r\n",
+            len - 47
+        );
+        let mut m = head.into_bytes();
+        m.resize(len, b'b');
+        Bytes::from(m)
+    }
+
+    fn no_delay(_: NodeId, _: NodeId) -> Duration {
+        Duration::ZERO
+    }
+
+    #[test]
+    fn a_message_larger_than_the_receive_buffer_passes_in_segments() {
+        let (se, re) = (TOPO.se(0), TOPO.re());
+        let mut s = Streams::new(TOPO, sockets(16_384, 1_000, 1 << 20));
+        let m = message(2_500);
+        assert_eq!(m.len(), 2_500);
+        let h = s
+            .write(
+                se,
+                listening(re),
+                Lane::Shared,
+                (m.clone(), false),
+                no_delay,
+            )
+            .unwrap();
+        let t = Time::ZERO;
+        let mut segments = 0;
+        let got = loop {
+            // Only what the receiver's buffer has room for goes on the wire.
+            let Some(at) = s.pump(h, t) else {
+                panic!("stalled after {segments} segments")
+            };
+            segments += 1;
+            let half = &s.halves[h as usize];
+            assert!(half.sent - half.read <= 1_000);
+            s.arrive(h, at);
+            assert_eq!(s.next_to_read(re), Some(h));
+            s.begin_read(re, h);
+            if let Some((bytes, retrans, from)) = s.read_one(h) {
+                assert!(!retrans);
+                assert_eq!(from.ip(), IpAddr::V4(TOPO.ip(se)));
+                break bytes;
+            }
+        };
+        assert_eq!(segments, 3);
+        assert_eq!(got, m);
+        assert_eq!(s.halves[h as usize].unsent(), 0);
+    }
+
+    #[test]
+    fn unsent_bytes_count_the_write_queue_the_send_buffer_and_the_wire_and_a_full_queue_drops() {
+        let (se, re) = (TOPO.se(0), TOPO.re());
+        let mut s = Streams::new(TOPO, sockets(1_000, 1_000, 1_500));
+        let m = message(600);
+        let write = |s: &mut Streams| {
+            s.write(
+                se,
+                listening(re),
+                Lane::Invites,
+                (m.clone(), false),
+                no_delay,
+            )
+        };
+        let h = write(&mut s).unwrap();
+        assert_eq!(s.pump(h, Time::ZERO), Some(Time::ZERO));
+        // On the wire: unsent until it reaches the receiver's buffer.
+        let mut told = Vec::new();
+        s.changed_unsent(se, |to, lane, n| told.push((to, lane, n)));
+        assert_eq!(told, [(listening(re), Lane::Invites, 600)]);
+        s.arrive(h, Time::ZERO);
+        // In the receive buffer (not read: the RE has no room): no longer unsent.
+        let mut told = Vec::new();
+        s.changed_unsent(se, |to, lane, n| told.push((to, lane, n)));
+        assert_eq!(told, [(listening(re), Lane::Invites, 0)]);
+        // Beyond the 600 bytes in the receiver's buffer the sender holds its send buffer
+        // (1,000) and its write queue (1,500): four more messages, not five.
+        for _ in 0..4 {
+            assert_eq!(write(&mut s), Some(h));
+            s.pump(h, Time::ZERO);
+        }
+        assert_eq!(s.halves[h as usize].unsent(), 2_400);
+        assert_eq!(write(&mut s), None, "the write queue is full");
+        assert_eq!(s.drops, 1);
+        // The RE's answer goes back on the same connection, named by its ephemeral end.
+        let from = s.halves[h as usize].from_addr;
+        assert_eq!(from.port(), EPHEMERAL_PORT + 1);
+        let back = s
+            .write(re, from, Lane::Shared, (message(100), false), no_delay)
+            .unwrap();
+        assert_eq!(back, h + 1);
+        assert_eq!(s.reader(back), se);
+        // An ephemeral end nobody opened names no connection.
+        let nobody = SocketAddr::new(IpAddr::V4(TOPO.ip(TOPO.caller(0))), EPHEMERAL_PORT);
+        assert_eq!(
+            s.write(re, nobody, Lane::Shared, (message(100), false), no_delay),
+            None
+        );
+        assert_eq!(s.unroutable, 1);
+    }
+}
