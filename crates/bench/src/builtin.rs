@@ -107,6 +107,18 @@ pub const SIMULATOR: &[(&str, &str)] = &[
         "shen2008-fig32-37",
         include_str!("../../../experiments/shen2008-fig32-37.toml"),
     ),
+    (
+        "shen2010-fig05",
+        include_str!("../../../experiments/shen2010-fig05.toml"),
+    ),
+    (
+        "shen2010-fig16",
+        include_str!("../../../experiments/shen2010-fig16.toml"),
+    ),
+    (
+        "shen2010-fig19-20",
+        include_str!("../../../experiments/shen2010-fig19-20.toml"),
+    ),
 ];
 
 /// `sluice tune`'s experiments.

@@ -4,11 +4,12 @@
 //! the scenario seed and named by what it drives (a source's arrivals and holding times,
 //! one direction of one link), so adding a source perturbs no other stream.
 //!
-//! Events: datagram deliveries, node deadlines (transaction timers, the proxies' processor
-//! completions, controller intervals, throttle releases — one armed event per node,
-//! re-armed lazily), call arrivals (Poisson, piecewise-constant rate, §4.2 and §6.2), and
-//! hang-ups after the holding time.
+//! Events: datagram deliveries, TCP bytes reaching a receive buffer (`tcp`), node deadlines
+//! (transaction timers, the proxies' processor completions, controller intervals, throttle
+//! releases — one armed event per node, re-armed lazily), call arrivals (Poisson,
+//! piecewise-constant rate, §4.2 and §6.2), and hang-ups after the holding time.
 
+use bytes::Bytes;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use rand_distr::{Distribution, Exp1};
@@ -17,19 +18,23 @@ use sluice_time::Time;
 use sluice_txn::TransactionLayer;
 use std::cmp::Ordering;
 use std::collections::{BinaryHeap, VecDeque};
+use std::net::SocketAddr;
 use std::time::Duration;
 
 use crate::ledger::Ledger;
 use crate::net::{Links, NodeId, Packet, Role, Send, Topology};
 use crate::node::Cx;
 use crate::proxy_node::{Place, ProxyNode};
-use crate::report::RunReport;
+use crate::report::{RunReport, TcpReport};
 use crate::scenario::{splitmix, ArrivalProcess, Scenario};
+use crate::tcp::{Sockets, Streams};
 use crate::ua::{Callee, Caller};
 
+/// `Stream`: bytes on one direction of a TCP connection reach the receiver's buffer.
 #[derive(Clone, Copy, Debug)]
 enum Ev {
     Deliver { to: NodeId, slot: u32 },
+    Stream { half: u32 },
     Timer { node: NodeId },
     Arrival { source: u32 },
     HangUp { call: u32 },
@@ -192,6 +197,9 @@ pub(crate) struct Engine {
     callee: Callee,
     sources: Vec<Source>,
     links: Links,
+    streams: Streams,
+    /// Some hop runs over TCP: the report says what the connections did.
+    tcp: bool,
     ledger: Ledger,
     sends: Vec<Send>,
     hangups: Vec<(Time, u32)>,
@@ -221,7 +229,10 @@ impl Engine {
             .sip
             .txn_config(sluice_txn::Config::default().max_transactions);
         let callers = (0..n)
-            .map(|i| Caller::new(topo, i, TransactionLayer::new(cfg)))
+            .map(|i| {
+                let ua = (sc.tcp.callers, sc.call.body_bytes);
+                Caller::new(topo, i, TransactionLayer::new(cfg), ua)
+            })
             .collect();
         let proxy = |config: &sluice_proxy_core::ProxyConfig, id: NodeId, place| {
             let core = ProxyCore::new(config, topo.peer(id).addr, Time::ZERO);
@@ -242,7 +253,28 @@ impl Engine {
             topo,
             TransactionLayer::new(cfg),
             sc.call.callee_sends_trying,
+            sc.call.body_bytes,
         );
+        let (send, receive) = (sc.tcp.send_buffer, sc.tcp.receive_buffer);
+        let ua = Sockets {
+            accepted_send: send as u64,
+            accepted_receive: receive as u64,
+            opened_send: send as u64,
+            opened_receive: receive as u64,
+            write_queue: sc.tcp.ua_write_queue as u64,
+            max_message: sluice_proxy_core::TcpConfig::default().max_message_size,
+            accepted_invites_receive: 0,
+        };
+        let sockets = (0..topo.nodes())
+            .map(|k| match topo.role(NodeId(k as u32)) {
+                Role::Se(_) => Sockets::of_proxy(&sc.se.tcp, send, receive),
+                Role::Re => Sockets {
+                    accepted_invites_receive: sc.tcp.re_invite_receive_buffer as u64,
+                    ..Sockets::of_proxy(&sc.re.tcp, send, receive)
+                },
+                Role::Caller(_) | Role::Callee => ua,
+            })
+            .collect();
         let cap = sc.capacity_cps();
         let sources = sc
             .sources
@@ -298,6 +330,8 @@ impl Engine {
             callee,
             sources,
             links: Links::new(topo, &sc.link, splitmix(sc.seed)),
+            streams: Streams::new(topo, sockets),
+            tcp: sc.uses_tcp(),
             ledger,
             sends: Vec::with_capacity(16),
             hangups: Vec::new(),
@@ -337,10 +371,22 @@ impl Engine {
                         self.after(to, false);
                     }
                 }
+                Ev::Stream { half } => {
+                    self.streams.arrive(half, self.now);
+                    // What arrived left the sender's send buffer: room for its write queue.
+                    self.pump(half);
+                    let node = self.streams.reader(half);
+                    self.read_all(node);
+                    self.after(node, false);
+                }
                 Ev::Timer { node } => {
                     if self.armed[node.0 as usize] == Some(self.now) {
                         self.armed[node.0 as usize] = None;
                         self.timeout(node);
+                        // The processor moved: its queue may take what waits in the
+                        // receive buffers.
+                        self.dispatch();
+                        self.read_all(node);
                         self.after(node, true);
                     }
                 }
@@ -382,6 +428,7 @@ impl Engine {
     }
 
     fn deliver(&mut self, to: NodeId, p: Packet) {
+        self.sync(to);
         let mut cx = Cx {
             now: self.now,
             sends: &mut self.sends,
@@ -392,11 +439,86 @@ impl Engine {
             Role::Caller(i) => self.callers[i].on_message(&mut cx, p.bytes),
             Role::Se(i) => self.ses[i].on_packet(&mut cx, p),
             Role::Re => self.re.on_packet(&mut cx, p),
-            Role::Callee => self.callee.on_message(&mut cx, p.bytes),
+            Role::Callee => self.callee.on_message(&mut cx, p.bytes, None),
+        }
+    }
+
+    /// A message read from a TCP connection; `from` is its remote address as `to` names it.
+    fn deliver_stream(&mut self, to: NodeId, bytes: Bytes, from: SocketAddr, retrans: bool) {
+        self.sync(to);
+        let mut cx = Cx {
+            now: self.now,
+            sends: &mut self.sends,
+            ledger: &mut self.ledger,
+            hangups: &mut self.hangups,
+        };
+        match self.topo.role(to) {
+            Role::Caller(i) => self.callers[i].on_message(&mut cx, bytes),
+            Role::Se(i) => self.ses[i].on_stream_message(&mut cx, bytes, from, retrans),
+            Role::Re => self.re.on_stream_message(&mut cx, bytes, from, retrans),
+            Role::Callee => self.callee.on_message(&mut cx, bytes, Some(from)),
+        }
+    }
+
+    /// Smart forwarding's input (Shen and Schulzrinne 2010, §6.2), before a proxy's next
+    /// input: every connection it writes whose undelivered bytes changed since it was told.
+    fn sync(&mut self, node: NodeId) {
+        let proxy = match self.topo.role(node) {
+            Role::Se(i) => &mut self.ses[i],
+            Role::Re => &mut self.re,
+            Role::Caller(_) | Role::Callee => return,
+        };
+        self.streams
+            .changed_unsent(node, |to, lane, unsent| proxy.send_queue(to, lane, unsent));
+    }
+
+    /// Whether `node` reads another message now: a proxy while its core's queue has room,
+    /// a user agent always (§4.2: infinite capacity).
+    fn has_room(&mut self, node: NodeId) -> bool {
+        let mut cx = Cx {
+            now: self.now,
+            sends: &mut self.sends,
+            ledger: &mut self.ledger,
+            hangups: &mut self.hangups,
+        };
+        match self.topo.role(node) {
+            Role::Se(i) => self.ses[i].has_room(&mut cx),
+            Role::Re => self.re.has_room(&mut cx),
+            Role::Caller(_) | Role::Callee => true,
+        }
+    }
+
+    /// Reads `node`'s receive buffers while it has room (the back-pressure of §5), a
+    /// connection at a time (`Streams::next_to_read`); each message's sends go out before the
+    /// next is read, so smart forwarding sees them.
+    fn read_all(&mut self, node: NodeId) {
+        while let Some(h) = self.streams.next_to_read(node) {
+            let room = self.has_room(node);
+            self.dispatch();
+            if !room {
+                break;
+            }
+            self.streams.begin_read(node, h);
+            let read = self.streams.read_one(h);
+            // Reading opened the window.
+            self.pump(h);
+            if let Some((bytes, retrans, from)) = read {
+                self.ledger.messages += 1;
+                self.deliver_stream(node, bytes, from, retrans);
+                self.dispatch();
+            }
+        }
+    }
+
+    /// Puts what a connection's buffers and window let through on the wire.
+    fn pump(&mut self, half: u32) {
+        if let Some(at) = self.streams.pump(half, self.now) {
+            self.agenda.push(at, Ev::Stream { half });
         }
     }
 
     fn timeout(&mut self, node: NodeId) {
+        self.sync(node);
         let mut cx = Cx {
             now: self.now,
             sends: &mut self.sends,
@@ -420,9 +542,26 @@ impl Engine {
         }
     }
 
-    /// Puts what `node` sent on the wire, schedules its hang-ups and re-arms its deadline.
-    fn after(&mut self, node: NodeId, fired: bool) {
+    /// Puts what the nodes sent on the wire or into their connections and schedules their
+    /// hang-ups.
+    fn dispatch(&mut self) {
         for s in self.sends.drain(..) {
+            if let Some((to, lane)) = s.stream {
+                let links = &self.links;
+                let written = self.streams.write(
+                    s.packet.from,
+                    to,
+                    lane,
+                    (s.packet.bytes, s.packet.retrans),
+                    |a, b| links.delay(a, b),
+                );
+                if let Some(half) = written {
+                    if let Some(at) = self.streams.pump(half, self.now) {
+                        self.agenda.push(at, Ev::Stream { half });
+                    }
+                }
+                continue;
+            }
             match self.links.transit(self.now, s.packet.from, s.to) {
                 Some(at) => {
                     let slot = self.agenda.stash(s.packet);
@@ -434,6 +573,11 @@ impl Engine {
         for (at, call) in self.hangups.drain(..) {
             self.agenda.push(at, Ev::HangUp { call });
         }
+    }
+
+    /// Dispatches what the nodes sent and re-arms `node`'s deadline.
+    fn after(&mut self, node: NodeId, fired: bool) {
+        self.dispatch();
         if let Some(d) = self.deadline(node) {
             // A deadline that did not move past the instant just handled would spin.
             let floor = if fired {
@@ -475,6 +619,21 @@ impl Engine {
         table_full += self.callee.txn.stats().refused.table_full;
         r.refusals.txn_table_full = table_full;
         r.refusals.re_invite_memory_full = re.invite_memory_full;
+        r.refusals.malformed += self.streams.malformed + self.streams.unroutable;
+        if self.tcp {
+            let (pdd_p50_ms, pdd_p99_ms) = self.ledger.pdd_percentiles_ms();
+            let smart: u64 = self
+                .ses
+                .iter_mut()
+                .map(|se| se.core.stats(now).rejected_smart_forwarding)
+                .sum();
+            r.tcp = Some(TcpReport {
+                pdd_p50_ms,
+                pdd_p99_ms,
+                rejected_smart_forwarding: smart + re.rejected_smart_forwarding,
+                write_queue_drops: self.streams.drops,
+            });
+        }
         r
     }
 }

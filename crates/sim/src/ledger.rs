@@ -37,6 +37,9 @@ pub(crate) struct CallRec {
     pub setup_ns: u64,
     pub source: u16,
     pub flags: u16,
+    /// Post-dial delay: first INVITE sent → first 2xx at the caller, microseconds (fits
+    /// in the record's padding).
+    pub pdd_us: u32,
 }
 
 /// Integrates a piecewise-constant level over the window and over 1 s bins.
@@ -200,6 +203,7 @@ impl Ledger {
             setup_ns: 0,
             source: source as u16,
             flags: 0,
+            pdd_us: 0,
         });
         if self.series {
             if let Some(b) = self.bin_of(now) {
@@ -228,6 +232,35 @@ impl Ledger {
             }
             _ => false,
         }
+    }
+
+    /// The caller received the first 2xx of `call`.
+    pub fn answered(&mut self, now: Time, call: u32) {
+        if let Some(c) = self.calls.get_mut(call as usize) {
+            let us = now.as_nanos().saturating_sub(c.start.as_nanos()) / 1_000;
+            c.pdd_us = u32::try_from(us).unwrap_or(u32::MAX);
+        }
+    }
+
+    /// The 50th and 99th percentiles of the post-dial delay of the good calls of the
+    /// window, milliseconds (Shen and Schulzrinne 2010, §4.3: INVITE sent → 200 OK).
+    pub fn pdd_percentiles_ms(&self) -> (f64, f64) {
+        let (w0, w1) = self.window;
+        let mut d: Vec<u32> = self
+            .calls
+            .iter()
+            .filter(|c| c.flags & flag::GOOD != 0 && (w0..w1).contains(&c.start.as_nanos()))
+            .map(|c| c.pdd_us)
+            .collect();
+        d.sort_unstable();
+        let pct = |p: f64| -> f64 {
+            if d.is_empty() {
+                return 0.0;
+            }
+            let rank = ((p * d.len() as f64).ceil() as usize).clamp(1, d.len());
+            f64::from(d[rank - 1]) / 1.0e3
+        };
+        (pct(0.5), pct(0.99))
     }
 
     /// The callee received the ACK: the call is good if the other setup messages got

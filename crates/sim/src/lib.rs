@@ -22,7 +22,8 @@
 //! Modules: [`scenario`] (the model's knobs, §4.2; the RE and SEs are `sluice proxy`
 //! configurations), [`report`] (metrics), `engine` (the event loop), `ua` (caller and
 //! callee populations), `proxy_node` (a [`sluice_proxy_core::ProxyCore`] at a node: the RE
-//! and every SE), `net` (topology and links), `ledger` (measurement), [`testbed`]
+//! and every SE), `net` (topology and links), `tcp` (TCP connections: buffers, flow
+//! control, reading only while a proxy's queue has room), `ledger` (measurement), [`testbed`]
 //! (sans-IO endpoints on one clock, for tests of the proxy and the load generator), and
 //! [`experiment`] (experiment files and sweeps).
 //!
@@ -43,6 +44,9 @@
 //!   callee whose 2xx is never ACKed gives up after 64·T1 without sending a BYE.
 //! - The run continues `call.setup_deadline_s` past `duration_s`, arrivals included, so
 //!   the calls started at the end of the measurement window can complete.
+//! - Over TCP (Shen and Schulzrinne 2010) each connection is a lossless byte stream with
+//!   bounded socket buffers and flow control; acknowledgements and window updates are
+//!   instant and connections need no handshake (see `tcp`).
 
 mod engine;
 pub mod experiment;
@@ -53,13 +57,18 @@ mod proxy_node;
 pub mod report;
 pub mod sample;
 pub mod scenario;
+mod tcp;
 pub mod testbed;
 pub mod tuning;
 mod ua;
 mod wire;
 
-pub use report::{ControlTrace, Refusals, RunReport, SeriesPoint, SourceReport, TimeSeries};
-pub use scenario::{ArrivalProcess, CallConfig, LinkConfig, LoadStep, Scenario, SourceConfig};
+pub use report::{
+    ControlTrace, Refusals, RunReport, SeriesPoint, SourceReport, TcpReport, TimeSeries,
+};
+pub use scenario::{
+    ArrivalProcess, CallConfig, LinkConfig, LoadStep, Scenario, SourceConfig, TcpModel,
+};
 pub use sluice_proxy_core::{ProxyConfig, SipTimers};
 
 /// Runs one scenario to completion. Deterministic: the same scenario (seed included)

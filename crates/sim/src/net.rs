@@ -9,6 +9,7 @@
 use bytes::Bytes;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
+use sluice_proxy_core::Lane;
 use sluice_time::Time;
 use sluice_txn::Peer;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -116,11 +117,15 @@ pub(crate) struct Packet {
     pub retrans: bool,
 }
 
-/// A datagram a node hands to the network.
+/// A message a node hands to the network.
 #[derive(Clone, Debug)]
 pub(crate) struct Send {
+    /// A datagram's destination (unused over TCP).
     pub to: NodeId,
     pub packet: Packet,
+    /// Over TCP: the receiver as the sender names it (a listening address, or the remote
+    /// end of a connection it accepted) and the lane (`crate::tcp`). `None`: a datagram.
+    pub stream: Option<(SocketAddr, Lane)>,
 }
 
 /// One direction of one hop.
@@ -186,6 +191,11 @@ impl Links {
             (Role::Re, _) => 4 * self.topo.sources,
             (Role::Callee, _) => 4 * self.topo.sources + 1,
         }
+    }
+
+    /// The one-way delay from `from` to `to` (a TCP connection's, which loses nothing).
+    pub fn delay(&self, from: NodeId, to: NodeId) -> Duration {
+        self.hops[self.index(from, to)].delay
     }
 
     /// When a datagram sent now arrives, or `None` if the link loses it.

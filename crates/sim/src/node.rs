@@ -3,8 +3,10 @@
 //! `sluice_txn`'s crate docs, which the user agents run after each input.
 
 use bytes::Bytes;
+use sluice_proxy_core::Lane;
 use sluice_time::Time;
 use sluice_txn::{Event, TransactionLayer, Transmit};
+use std::net::SocketAddr;
 
 use crate::ledger::Ledger;
 use crate::net::{NodeId, Packet, Send};
@@ -29,6 +31,26 @@ impl Cx<'_> {
                 bytes,
                 retrans,
             },
+            stream: None,
+        });
+    }
+
+    /// Writes a message on the TCP connection to `to` (as the sender names it) on `lane`.
+    pub fn send_stream(
+        &mut self,
+        from: NodeId,
+        (to, lane): (SocketAddr, Lane),
+        bytes: Bytes,
+        retrans: bool,
+    ) {
+        self.sends.push(Send {
+            to: from,
+            packet: Packet {
+                from,
+                bytes,
+                retrans,
+            },
+            stream: Some((to, lane)),
         });
     }
 }

@@ -1,12 +1,14 @@
 //! A simulated SIP proxy: the product's own [`ProxyCore`] at a node of the topology. This
 //! adapter only moves bytes and reports facts: datagrams in (with the simulator's
-//! retransmission mark), the core's transmits out to the nodes their addresses name, and
-//! the core's [`Record`]s into the ledger. The receive stage, queue, processor, transaction
-//! user and overload control are the core's, exactly as `sluice proxy` runs them.
+//! retransmission mark) and messages read from TCP connections, the core's transmits out
+//! to the nodes or connections their addresses name, and the core's [`Record`]s into the
+//! ledger. The receive stage, queue, processor, transaction user and overload control are
+//! the core's, exactly as `sluice proxy` runs them.
 
 use bytes::Bytes;
-use sluice_proxy_core::{Processed, ProxyCore, Record};
+use sluice_proxy_core::{Lane, Processed, ProxyCore, Record, Transport};
 use sluice_time::Time;
+use std::net::SocketAddr;
 
 use crate::ledger::flag;
 use crate::net::{NodeId, Packet, Topology};
@@ -45,16 +47,44 @@ impl ProxyNode {
     }
 
     pub fn on_packet(&mut self, cx: &mut Cx<'_>, packet: Packet) {
+        let from = self.topo.peer(packet.from).addr;
+        self.receive(cx, packet.bytes, from, packet.retrans, false);
+    }
+
+    /// A whole message read from a TCP connection whose remote address (as this node names
+    /// it) is `from`.
+    pub fn on_stream_message(
+        &mut self,
+        cx: &mut Cx<'_>,
+        bytes: Bytes,
+        from: SocketAddr,
+        retrans: bool,
+    ) {
+        self.receive(cx, bytes, from, retrans, true);
+    }
+
+    fn receive(
+        &mut self,
+        cx: &mut Cx<'_>,
+        bytes: Bytes,
+        from: SocketAddr,
+        retrans: bool,
+        stream: bool,
+    ) {
         let now = cx.now;
         if self.place == Place::Re {
-            cx.ledger.re_arrival(now, packet.retrans);
-            if packet.bytes.starts_with(b"INVITE ") {
+            cx.ledger.re_arrival(now, retrans);
+            if bytes.starts_with(b"INVITE ") {
                 cx.ledger.re_invite_arrival(now);
             }
         }
-        let from = self.topo.peer(packet.from).addr;
-        self.core
-            .handle_datagram_marked(now, packet.bytes, from, packet.retrans);
+        if stream {
+            // The simulator's mark is for the ledger only: over TCP nothing is a copy of a
+            // datagram.
+            self.core.handle_stream_message(now, bytes, from);
+        } else {
+            self.core.handle_datagram_marked(now, bytes, from, retrans);
+        }
         // Work the processor can finish at this instant (an SE's, with no emulated cost)
         // is done now, as the live shell does after a batch of datagrams.
         self.deadline = self.core.poll_timeout();
@@ -66,6 +96,20 @@ impl ProxyNode {
         if self.flush(cx) || changed {
             self.deadline = self.core.poll_timeout();
         }
+    }
+
+    /// Whether the core's queue takes another message now (a stream reader asks before
+    /// each one). Asking runs the processor up to now, which may send and record.
+    pub fn has_room(&mut self, cx: &mut Cx<'_>) -> bool {
+        let room = self.core.has_room(cx.now);
+        self.flush(cx);
+        self.deadline = self.core.poll_timeout();
+        room
+    }
+
+    /// Smart forwarding's input: the bytes the connection to `to` on `lane` holds undelivered.
+    pub fn send_queue(&mut self, to: SocketAddr, lane: Lane, unsent: usize) {
+        self.core.handle_send_queue(to, lane, unsent);
     }
 
     pub fn on_timeout(&mut self, cx: &mut Cx<'_>) {
@@ -88,6 +132,10 @@ impl ProxyNode {
             // The proxy's own timers' copies are counted by kind, as every node's are.
             if t.retransmission && t.origin.is_some() {
                 cx.ledger.retransmission(&t.payload);
+            }
+            if t.transport == Transport::Tcp {
+                cx.send_stream(self.id, (t.to, t.lane), t.payload, t.retransmission);
+                continue;
             }
             match self.topo.node_of_addr(t.to) {
                 Some(to) => cx.send(self.id, to, t.payload, t.retransmission),

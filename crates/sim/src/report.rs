@@ -81,6 +81,9 @@ pub struct RunReport {
     /// Counters the bounded structures kept (all should be 0 in a sane run).
     pub refusals: Refusals,
     pub timeseries: Option<TimeSeries>,
+    /// When any hop runs over TCP: what the connections did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tcp: Option<TcpReport>,
     /// With `control_trace`: the signals of De Cicco et al.'s cost `J` (eqs. 15–17).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub control_trace: Option<ControlTrace>,
@@ -103,6 +106,19 @@ pub struct SourceReport {
     pub window_probes: u64,
     /// Feedback values the SE applied.
     pub feedback_applied: u64,
+}
+
+/// SIP over TCP over the whole run (the post-dial delays over the window's good calls).
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct TcpReport {
+    /// Post-dial delay (Shen and Schulzrinne 2010, §4.3): the caller's first INVITE to
+    /// its first 200 OK, over the good calls of the window, milliseconds.
+    pub pdd_p50_ms: f64,
+    pub pdd_p99_ms: f64,
+    /// New INVITEs the SEs' and the RE's smart forwarding answered 503 (§6.2).
+    pub rejected_smart_forwarding: u64,
+    /// Messages dropped because a connection's write queue was full.
+    pub write_queue_drops: u64,
 }
 
 /// What bounded tables turned away over the run.

@@ -23,6 +23,9 @@ use std::net::SocketAddr;
 pub const MAX_SOURCES: usize = 1000;
 /// Largest RE queue accepted (messages).
 pub const MAX_QUEUE: u32 = 10_000_000;
+/// Largest session description accepted (bytes): with the headers, an INVITE stays
+/// within the proxies' default message limits (`max_datagram`, 8 KiB).
+pub const MAX_BODY: usize = 6000;
 /// Longest simulated run accepted, in seconds (about 11.5 days).
 pub const MAX_DURATION_S: f64 = 1.0e6;
 /// Most calls a run may expect to generate (`offered rate × run length`); the call
@@ -57,6 +60,10 @@ pub struct Scenario {
     /// RFC 3261 timers of the callers and callees (each proxy has its own, `re.sip` and
     /// `se.sip`).
     pub sip: SipTimers,
+    /// SIP over TCP: the callers' transport and the sockets' defaults. Which proxy hops run
+    /// over TCP is the proxies' own `tcp.to_next_hops` (`se` for SE → RE, `re` for RE →
+    /// callees); the callees answer on the connection a request came in on.
+    pub tcp: TcpModel,
     /// Fill [`crate::RunReport::timeseries`] with 1 s bins.
     pub timeseries: bool,
     /// Fill [`crate::RunReport::control_trace`] with 10 ms bins (for `sluice tune`).
@@ -82,6 +89,7 @@ impl Default for Scenario {
             call: CallConfig::default(),
             link: LinkConfig::default(),
             sip: SipTimers::default(),
+            tcp: TcpModel::default(),
             timeseries: false,
             control_trace: false,
         }
@@ -169,6 +177,10 @@ pub struct CallConfig {
     /// How calls arrive: `poisson` (the paper's callers) or `constant`, evenly spaced
     /// at the offered rate like SIPp's `-r` (De Cicco et al.'s testbed).
     pub arrivals: ArrivalProcess,
+    /// Bytes of session description in each INVITE and its 200 OK (0: none). Only its
+    /// size matters, for how many messages a TCP buffer holds: Shen and Schulzrinne 2010
+    /// (§5) reckon an INVITE at about 1 KB.
+    pub body_bytes: usize,
 }
 
 /// The callers' arrival process.
@@ -187,6 +199,7 @@ impl Default for CallConfig {
             setup_deadline_s: 10.0,
             callee_sends_trying: true,
             arrivals: ArrivalProcess::Poisson,
+            body_bytes: 0,
         }
     }
 }
@@ -211,6 +224,48 @@ pub struct LinkConfig {
     pub loss: f64,
     pub backward_delay_ms: Option<f64>,
     pub backward_loss: Option<f64>,
+}
+
+/// The simulator's side of SIP over TCP (`crate::tcp`; Shen and Schulzrinne 2010).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct TcpModel {
+    /// The callers reach their SE over TCP, one connection each.
+    pub callers: bool,
+    /// Socket send buffer, bytes, of the user agents and of every proxy socket its `tcp`
+    /// table leaves at 0: Linux's default, 16 KB (§4.2).
+    pub send_buffer: usize,
+    /// Socket receive buffer, bytes, likewise: the effective 64 KB of §4.2 (85 KB less
+    /// Linux's quarter for bookkeeping).
+    pub receive_buffer: usize,
+    /// Bytes a user agent queues in user space per connection when its send buffer is
+    /// full; a message that does not fit is dropped (the proxies have `tcp.write_queue_bytes`).
+    pub ua_write_queue: usize,
+    /// The RE's receive buffer on the INVITE connections of ECS (`se.tcp.connection_split
+    /// = "ecs"`), bytes; 0: `re.tcp.listen_receive_buffer` like every connection it accepts.
+    /// ECS+BM minimises the buffers of the INVITE connection only (§6.1, Fig. 9); an RE
+    /// tells it apart by listening for it on a port of its own, which the simulator does
+    /// not model.
+    pub re_invite_receive_buffer: usize,
+}
+
+impl Default for TcpModel {
+    fn default() -> Self {
+        Self {
+            callers: false,
+            send_buffer: 16 * 1024,
+            receive_buffer: 64 * 1024,
+            ua_write_queue: 1 << 20,
+            re_invite_receive_buffer: 0,
+        }
+    }
+}
+
+impl TcpModel {
+    /// Smallest socket buffer accepted, bytes.
+    pub const MIN_BUFFER: usize = 256;
+    /// Largest socket buffer accepted, bytes.
+    pub const MAX_BUFFER: usize = 1 << 30;
 }
 
 /// The topology's, whatever the table said: a proxy listens where the topology puts it
@@ -489,10 +544,17 @@ impl Scenario {
                 self.se.control.algorithm
             ));
         }
-        positive("call.holding_time_s", self.call.holding_time_s)?;
+        // Zero is Shen and Schulzrinne 2010's load (§4.3): the BYE right after the ACK.
+        finite_at_least("call.holding_time_s", self.call.holding_time_s, 0.0)?;
         positive("call.setup_deadline_s", self.call.setup_deadline_s)?;
         if self.call.setup_deadline_s > MAX_DURATION_S {
             return Err("call.setup_deadline_s is unreasonably large".to_owned());
+        }
+        if self.call.body_bytes > MAX_BODY {
+            return Err(format!(
+                "call.body_bytes = {}: allowed up to {MAX_BODY}",
+                self.call.body_bytes
+            ));
         }
         finite_at_least("link.delay_ms", self.link.delay_ms, 0.0)?;
         probability("link.loss", self.link.loss)?;
@@ -510,6 +572,7 @@ impl Scenario {
             return Err("link delays must be at most 1e6 ms".to_owned());
         }
         self.sip.validate().map_err(|e| format!("sip.{e}"))?;
+        self.validate_tcp()?;
         let expected_calls = self.expected_calls();
         if expected_calls > MAX_EXPECTED_CALLS {
             return Err(format!(
@@ -517,6 +580,57 @@ impl Scenario {
             ));
         }
         Ok(())
+    }
+
+    fn validate_tcp(&self) -> Result<(), String> {
+        let range = TcpModel::MIN_BUFFER..=TcpModel::MAX_BUFFER;
+        let sized = |name: &str, v: usize, zero_ok: bool| {
+            if (zero_ok && v == 0) || range.contains(&v) {
+                Ok(())
+            } else {
+                Err(format!(
+                    "{name} = {v}: allowed {}{} to {} bytes",
+                    if zero_ok { "0 (the default) or " } else { "" },
+                    TcpModel::MIN_BUFFER,
+                    TcpModel::MAX_BUFFER,
+                ))
+            }
+        };
+        sized("tcp.send_buffer", self.tcp.send_buffer, false)?;
+        sized("tcp.receive_buffer", self.tcp.receive_buffer, false)?;
+        sized(
+            "tcp.re_invite_receive_buffer",
+            self.tcp.re_invite_receive_buffer,
+            true,
+        )?;
+        if self.tcp.ua_write_queue > TcpModel::MAX_BUFFER {
+            return Err(format!(
+                "tcp.ua_write_queue = {}: allowed up to {} bytes",
+                self.tcp.ua_write_queue,
+                TcpModel::MAX_BUFFER
+            ));
+        }
+        for (who, t) in [("re", &self.re.tcp), ("se", &self.se.tcp)] {
+            for (key, v) in [
+                ("listen_send_buffer", t.listen_send_buffer),
+                ("listen_receive_buffer", t.listen_receive_buffer),
+                ("next_hop_send_buffer", t.next_hop_send_buffer),
+                ("next_hop_receive_buffer", t.next_hop_receive_buffer),
+            ] {
+                sized(&format!("{who}.tcp.{key}"), v, true)?;
+            }
+        }
+        if (self.tcp.callers && !self.se.tcp.listen)
+            || (self.se.tcp.to_next_hops && !self.re.tcp.listen)
+        {
+            return Err("a proxy that a hop reaches over TCP needs tcp.listen = true".to_owned());
+        }
+        Ok(())
+    }
+
+    /// Whether any hop runs over TCP.
+    pub fn uses_tcp(&self) -> bool {
+        self.tcp.callers || self.se.tcp.to_next_hops || self.re.tcp.to_next_hops
     }
 
     /// Roughly how many calls the whole run generates.

@@ -6,11 +6,14 @@
 //! All retransmissions come from `sluice_txn`: INVITE (Timer A) and BYE (Timer E) at the
 //! caller, the callee's 2xx until the ACK (RFC 3261 §13.3.1.4). The caller's UA core
 //! answers every repeated 200 with another ACK (§13.2.2.4) and hangs up with a BYE after
-//! the call's exponential holding time.
+//! the call's exponential holding time. Over TCP (Shen and Schulzrinne 2010) the layers run
+//! with `Peer::tcp`: no Timers A and E, only the 2xx retransmission until the ACK.
 
 use bytes::Bytes;
+use sluice_proxy_core::Lane;
 use sluice_sip::{edit, Message, Method};
-use sluice_txn::{Event, Peer, ServerTxId, TransactionLayer, Transmit, TxId};
+use sluice_txn::{Event, Peer, ServerTxId, TransactionLayer, Transmit, Transport, TxId};
+use std::net::SocketAddr;
 
 use crate::ledger::flag;
 use crate::net::NodeId;
@@ -22,21 +25,43 @@ use crate::wire::{self, CallerTemplates};
 pub(crate) struct Caller {
     pub id: NodeId,
     se: NodeId,
+    /// The SE over UDP or, with `tcp.callers`, over one TCP connection.
     se_peer: Peer,
     pub txn: TransactionLayer,
     tpl: CallerTemplates,
 }
 
 impl Caller {
-    pub fn new(cx_topo: crate::net::Topology, index: usize, txn: TransactionLayer) -> Self {
+    pub fn new(
+        cx_topo: crate::net::Topology,
+        index: usize,
+        txn: TransactionLayer,
+        (tcp, body_bytes): (bool, usize),
+    ) -> Self {
         let id = cx_topo.caller(index);
         let se = cx_topo.se(index);
+        let udp = cx_topo.peer(se);
         Self {
             id,
             se,
-            se_peer: cx_topo.peer(se),
+            se_peer: if tcp { Peer::tcp(udp.addr) } else { udp },
             txn,
-            tpl: CallerTemplates::new(cx_topo.ip(id), cx_topo.ip(se), cx_topo.ip(cx_topo.re())),
+            tpl: CallerTemplates::new(
+                cx_topo.ip(id),
+                cx_topo.ip(se),
+                cx_topo.ip(cx_topo.re()),
+                tcp,
+                wire::session_description(body_bytes, cx_topo.ip(id)),
+            ),
+        }
+    }
+
+    /// Hands a message for the SE to the network, on the caller's connection over TCP.
+    fn send(&self, cx: &mut Cx<'_>, bytes: Bytes, retrans: bool) {
+        if self.se_peer.transport == Transport::Tcp {
+            cx.send_stream(self.id, (self.se_peer.addr, Lane::Shared), bytes, retrans);
+        } else {
+            cx.send(self.id, self.se, bytes, retrans);
         }
     }
 
@@ -86,7 +111,7 @@ impl Caller {
         if repeat {
             cx.ledger.retransmission(&ack);
         }
-        cx.send(self.id, self.se, ack, repeat);
+        self.send(cx, ack, repeat);
     }
 }
 
@@ -104,7 +129,7 @@ impl Tu for Caller {
     }
 
     fn on_transmit(&mut self, cx: &mut Cx<'_>, t: Transmit) {
-        cx.send(self.id, self.se, t.payload, t.retransmission);
+        self.send(cx, t.payload, t.retransmission);
     }
 
     fn on_event(&mut self, cx: &mut Cx<'_>, e: Event) {
@@ -126,6 +151,7 @@ impl Tu for Caller {
                         cx.ledger.mark(call, flag::RINGING_AT_CALLER);
                     }
                     200..=299 if cx.ledger.mark(call, flag::OK_AT_CALLER) => {
+                        cx.ledger.answered(cx.now, call);
                         self.ack(cx, call, false);
                         if let Some(rec) = cx.ledger.call(call) {
                             let at = cx.now + std::time::Duration::from_nanos(rec.hold_ns);
@@ -163,23 +189,34 @@ pub(crate) struct Callee {
     re_peer: Peer,
     pub txn: TransactionLayer,
     sends_trying: bool,
+    /// The answer's session description (empty: none).
+    body: Bytes,
 }
 
 impl Callee {
-    pub fn new(topo: crate::net::Topology, txn: TransactionLayer, sends_trying: bool) -> Self {
+    pub fn new(
+        topo: crate::net::Topology,
+        txn: TransactionLayer,
+        sends_trying: bool,
+        body_bytes: usize,
+    ) -> Self {
         Self {
             id: topo.callee(),
             re: topo.re(),
             re_peer: topo.peer(topo.re()),
             txn,
             sends_trying,
+            body: wire::session_description(body_bytes, topo.ip(topo.callee())),
         }
     }
 
-    pub fn on_message(&mut self, cx: &mut Cx<'_>, bytes: Bytes) {
+    /// A message from the RE: a datagram (`from` is `None`), or read from the TCP
+    /// connection whose remote address is `from`.
+    pub fn on_message(&mut self, cx: &mut Cx<'_>, bytes: Bytes, from: Option<SocketAddr>) {
+        let peer = from.map_or(self.re_peer, Peer::tcp);
         match Message::parse(bytes) {
             Ok(msg) => {
-                self.txn.handle_message(cx.now, msg, self.re_peer);
+                self.txn.handle_message(cx.now, msg, peer);
                 self.drain(cx);
             }
             Err(_) => cx.ledger.malformed += 1,
@@ -216,7 +253,8 @@ impl Callee {
         );
         // The 2xx belongs to the UA core, which retransmits it until the ACK.
         self.txn.terminate_tx(TxId::Server(tx));
-        match Message::parse(edit::response_to(request, 200).to_tag("2").build()) {
+        let ok = edit::response_to(request, 200).to_tag("2").build();
+        match Message::parse(wire::with_body(&ok, &self.body)) {
             Ok(ok) => {
                 let _ = self.txn.send_2xx_reliably(now, ok, from);
             }
@@ -231,7 +269,17 @@ impl Tu for Callee {
     }
 
     fn on_transmit(&mut self, cx: &mut Cx<'_>, t: Transmit) {
-        cx.send(self.id, self.re, t.payload, t.retransmission);
+        // Over TCP, back on the connection the request came in on.
+        if t.to.transport == Transport::Tcp {
+            cx.send_stream(
+                self.id,
+                (t.to.addr, Lane::Shared),
+                t.payload,
+                t.retransmission,
+            );
+        } else {
+            cx.send(self.id, self.re, t.payload, t.retransmission);
+        }
     }
 
     fn on_event(&mut self, cx: &mut Cx<'_>, e: Event) {

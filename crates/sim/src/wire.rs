@@ -37,6 +37,10 @@ pub(crate) fn parse_call_number(digits: &[u8]) -> Option<u32> {
 #[derive(Clone, Debug)]
 pub(crate) struct CallerTemplates {
     ip: String,
+    /// The request line's end and the Via's start, with the transport.
+    via: &'static [u8],
+    /// The INVITE's session description (empty: none).
+    body: Bytes,
     /// `Route: <sip:SE;lr>, <sip:RE;lr>` and its line end, for in-dialog requests.
     route: Vec<u8>,
 }
@@ -44,10 +48,17 @@ pub(crate) struct CallerTemplates {
 const CALLEE_URI: &[u8] = b"sip:callee@10.4.0.1";
 
 impl CallerTemplates {
-    /// A caller at `ip` behind the SE at `se`, in front of the RE at `re`.
-    pub fn new(ip: Ipv4Addr, se: Ipv4Addr, re: Ipv4Addr) -> Self {
+    /// A caller at `ip` behind the SE at `se`, in front of the RE at `re`, sending over
+    /// TCP or UDP, its INVITEs with `body` (see [`session_description`]).
+    pub fn new(ip: Ipv4Addr, se: Ipv4Addr, re: Ipv4Addr, tcp: bool, body: Bytes) -> Self {
         Self {
             ip: ip.to_string(),
+            body,
+            via: if tcp {
+                b" SIP/2.0\r\nVia: SIP/2.0/TCP "
+            } else {
+                b" SIP/2.0\r\nVia: SIP/2.0/UDP "
+            },
             route: format!("Route: <sip:{se}:5060;lr>, <sip:{re}:5060;lr>\r\n").into_bytes(),
         }
     }
@@ -68,7 +79,7 @@ impl CallerTemplates {
             method,
             b" ",
             CALLEE_URI,
-            b" SIP/2.0\r\nVia: SIP/2.0/UDP ",
+            self.via,
             ip,
             b":5060;branch=z9hG4bK",
             call,
@@ -88,10 +99,12 @@ impl CallerTemplates {
             &[b'0' + cseq],
             b" ",
             method,
-            b"\r\nContent-Length: 0\r\n\r\n",
+            b"\r\n",
         ] {
             b.extend_from_slice(part);
         }
+        let body: &[u8] = if method == b"INVITE" { &self.body } else { b"" };
+        end_with_body(&mut b, body);
         b.freeze()
     }
 
@@ -107,6 +120,58 @@ impl CallerTemplates {
     pub fn bye(&self, call: u32) -> Bytes {
         self.request(b"BYE", call, b'b', 2, true)
     }
+}
+
+/// Ends a message whose header lines are in `b` with its Content-Length (and, with a body,
+/// Content-Type) and `body`.
+fn end_with_body(b: &mut BytesMut, body: &[u8]) {
+    if body.is_empty() {
+        b.extend_from_slice(b"Content-Length: 0\r\n\r\n");
+        return;
+    }
+    b.extend_from_slice(b"Content-Type: application/sdp\r\nContent-Length: ");
+    b.extend_from_slice(itoa::Buffer::new().format(body.len()).as_bytes());
+    b.extend_from_slice(b"\r\n\r\n");
+    b.extend_from_slice(body);
+}
+
+/// A response built by `sluice_sip::edit` (which ends it with `Content-Length: 0`) with
+/// `body` instead.
+pub(crate) fn with_body(response: &Bytes, body: &[u8]) -> Bytes {
+    const EMPTY: &[u8] = b"Content-Length: 0\r\n\r\n";
+    match response.strip_suffix(EMPTY) {
+        Some(head) if !body.is_empty() => {
+            let mut b = BytesMut::with_capacity(head.len() + body.len() + 64);
+            b.extend_from_slice(head);
+            end_with_body(&mut b, body);
+            b.freeze()
+        }
+        _ => response.clone(),
+    }
+}
+
+/// A session description of exactly `len` bytes for the host `ip`: an audio offer or
+/// answer padded with attribute lines. Its size is what matters (how many messages a TCP
+/// buffer holds), not its content, which nothing parses.
+pub(crate) fn session_description(len: usize, ip: Ipv4Addr) -> Bytes {
+    let mut b = format!(
+        "v=0\r\no=- 1 1 IN IP4 {ip}\r\ns=-\r\nc=IN IP4 {ip}\r\nt=0 0\r\nm=audio 6000 RTP/AVP 0\r\na=rtpmap:0 PCMU/8000\r\n"
+    )
+    .into_bytes();
+    b.truncate(len);
+    while b.len() < len {
+        // `a=x-pad:` and the line end take 10 bytes; the rest of a line is padding.
+        let room = len - b.len();
+        if room < 10 {
+            b.resize(len, b'x');
+            break;
+        }
+        let pad = (room - 10).min(70);
+        b.extend_from_slice(b"a=x-pad:");
+        b.resize(b.len() + pad, b'x');
+        b.extend_from_slice(b"\r\n");
+    }
+    Bytes::from(b)
 }
 
 /// Message kinds the report counts retransmissions of.
@@ -220,7 +285,43 @@ mod tests {
             Ipv4Addr::new(10, 1, 0, 2),
             Ipv4Addr::new(10, 2, 0, 2),
             Ipv4Addr::new(10, 3, 0, 1),
+            false,
+            Bytes::new(),
         )
+    }
+
+    #[test]
+    fn session_descriptions_have_the_size_asked_and_ride_in_the_invite_and_its_200() {
+        for len in [0, 5, 60, 100, 109, 110, 111, 600, 1000] {
+            let sdp = session_description(len, Ipv4Addr::new(10, 1, 0, 2));
+            assert_eq!(sdp.len(), len);
+        }
+        let sdp = session_description(600, Ipv4Addr::new(10, 1, 0, 2));
+        let t = CallerTemplates::new(
+            Ipv4Addr::new(10, 1, 0, 2),
+            Ipv4Addr::new(10, 2, 0, 2),
+            Ipv4Addr::new(10, 3, 0, 1),
+            true,
+            sdp.clone(),
+        );
+        let invite = Message::parse(t.invite(3)).unwrap();
+        assert_eq!(invite.body(), &sdp[..]);
+        assert!(invite
+            .as_bytes()
+            .starts_with(b"INVITE sip:callee@10.4.0.1 SIP/2.0\r\nVia: SIP/2.0/TCP "));
+        assert_eq!(Message::parse(t.ack(3)).unwrap().body(), b"");
+        let ok = sluice_sip::edit::response_to(&invite, 200)
+            .to_tag("2")
+            .build();
+        let ok = Message::parse(with_body(&ok, &sdp)).unwrap();
+        assert_eq!(ok.status(), Some(200));
+        assert_eq!(ok.body(), &sdp[..]);
+        // The stream framer cuts it by its Content-Length.
+        let mut f = sluice_sip::StreamFramer::new(65_535);
+        f.push(ok.as_bytes());
+        f.push(invite.as_bytes());
+        assert_eq!(f.next_message().unwrap().unwrap(), ok.as_bytes());
+        assert_eq!(f.next_message().unwrap().unwrap(), invite.as_bytes());
     }
 
     #[test]

@@ -204,7 +204,7 @@ fn invalid_scenarios_are_refused_with_a_reason() {
         (|s| s.re.cost_forward_us = 0.0, "cost_forward_us"),
         (|s| s.re.cost_reject_us = -3.0, "cost_reject_us"),
         (|s| s.se.cost_other_us = Some(f64::NAN), "se: cost_other_us"),
-        (|s| s.call.holding_time_s = 0.0, "holding_time_s"),
+        (|s| s.call.holding_time_s = -1.0, "holding_time_s"),
         (|s| s.call.setup_deadline_s = 0.0, "setup_deadline_s"),
         (|s| s.link.loss = 1.0, "link.loss"),
         (|s| s.link.delay_ms = -5.0, "delay_ms"),
