@@ -103,10 +103,13 @@ struct Half {
 }
 
 impl Half {
-    /// What smart forwarding reads (§6.2): the bytes the sender holds that the receiver's
-    /// socket does not have yet (its write queue, its send buffer, the wire).
+    /// What smart forwarding reads (§6.2): the bytes the sender has not put on the wire
+    /// yet (its write queue, and what its send buffer holds back for the receiver's
+    /// window), as the live shell reads them (its write queue and `SIOCOUTQNSD`). Bytes in
+    /// flight are not a backlog: counting them would reject at every load on a link with
+    /// any delay.
     fn unsent(&self) -> u64 {
-        self.appended - self.arrived
+        self.appended - self.sent
     }
 }
 
@@ -485,7 +488,8 @@ mod tests {
     }
 
     #[test]
-    fn unsent_bytes_count_the_write_queue_the_send_buffer_and_the_wire_and_a_full_queue_drops() {
+    fn unsent_bytes_count_the_write_queue_and_the_send_buffer_not_the_wire_and_a_full_queue_drops()
+    {
         let (se, re) = (TOPO.se(0), TOPO.re());
         let mut s = Streams::new(TOPO, sockets(1_000, 1_000, 1_500));
         let m = message(600);
@@ -500,22 +504,22 @@ mod tests {
         };
         let h = write(&mut s).unwrap();
         assert_eq!(s.pump(h, Time::ZERO), Some(Time::ZERO));
-        // On the wire: unsent until it reaches the receiver's buffer.
+        // The receiver's window admits it: on the wire at once, so nothing is unsent.
         let mut told = Vec::new();
         s.changed_unsent(se, |to, lane, n| told.push((to, lane, n)));
-        assert_eq!(told, [(listening(re), Lane::Invites, 600)]);
+        assert!(told.is_empty(), "{told:?}");
         s.arrive(h, Time::ZERO);
-        // In the receive buffer (not read: the RE has no room): no longer unsent.
-        let mut told = Vec::new();
-        s.changed_unsent(se, |to, lane, n| told.push((to, lane, n)));
-        assert_eq!(told, [(listening(re), Lane::Invites, 0)]);
         // Beyond the 600 bytes in the receiver's buffer the sender holds its send buffer
-        // (1,000) and its write queue (1,500): four more messages, not five.
+        // (1,000) and its write queue (1,500): four more messages, not five. The window
+        // (1,000 bytes, 600 taken and not read) lets 400 of them go; 2,000 wait.
         for _ in 0..4 {
             assert_eq!(write(&mut s), Some(h));
             s.pump(h, Time::ZERO);
         }
-        assert_eq!(s.halves[h as usize].unsent(), 2_400);
+        assert_eq!(s.halves[h as usize].unsent(), 2_000);
+        let mut told = Vec::new();
+        s.changed_unsent(se, |to, lane, n| told.push((to, lane, n)));
+        assert_eq!(told, [(listening(re), Lane::Invites, 2_000)]);
         assert_eq!(write(&mut s), None, "the write queue is full");
         assert_eq!(s.drops, 1);
         // The RE's answer goes back on the same connection, named by its ephemeral end.
