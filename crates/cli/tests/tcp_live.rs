@@ -371,14 +371,14 @@ fn tcp_overload_point(rate: u32, re_tcp: &str, se_tcp: &str) -> (serde_json::Val
     let (uas, uas_port) = udp_uas(POINT_S + 6);
     // 7 messages a call at 476 us each: 300 calls/s, with a queue of 1 s of work.
     let re = ProxyProcess::start(
-        &dir.path().join("re").tap_mkdir(),
+        &subdir(dir.path(), "re"),
         &format!(
             "next_hop = \"127.0.0.1:{uas_port}\"\nqueue_capacity = 2100\n\
              cost_forward_us = 476.0\ncost_reject_us = 79.0\n[tcp]\n{re_tcp}"
         ),
     );
     let se = ProxyProcess::start(
-        &dir.path().join("se").tap_mkdir(),
+        &subdir(dir.path(), "se"),
         &format!(
             "next_hop = \"{}\"\n[tcp]\nto_next_hops = true\n{se_tcp}",
             re.addr
@@ -416,15 +416,11 @@ fn tcp_overload_point(rate: u32, re_tcp: &str, se_tcp: &str) -> (serde_json::Val
 /// sessions.
 const POINT_S: u32 = 20;
 
-trait TapMkdir {
-    fn tap_mkdir(self) -> Self;
-}
-
-impl TapMkdir for PathBuf {
-    fn tap_mkdir(self) -> Self {
-        std::fs::create_dir_all(&self).unwrap();
-        self
-    }
+/// `dir/name`, created.
+fn subdir(dir: &Path, name: &str) -> PathBuf {
+    let path = dir.join(name);
+    std::fs::create_dir_all(&path).unwrap();
+    path
 }
 
 /// Shen and Schulzrinne (2010) live, short: at 3x, TCP's flow control alone lets the RE's
