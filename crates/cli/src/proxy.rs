@@ -191,13 +191,17 @@ pub fn run(args: &ProxyArgs, log_format: LogFormat) -> Result<(), String> {
             let admin = admin.map_or_else(String::new, |a| a.to_string());
             tracing::info!(%udp, admin, "listening");
         } else {
-            eprintln!("sluice proxy: listening on udp {udp}");
+            // One write, errors ignored: a supervisor may close standard error as soon
+            // as it has read the first line, and `eprintln!` would panic on that.
+            use std::fmt::Write as _;
+            let mut lines = format!("sluice proxy: listening on udp {udp}\n");
             if let Some(t) = proxy.tcp_addr() {
-                eprintln!("sluice proxy: listening on tcp {t}");
+                let _ = writeln!(lines, "sluice proxy: listening on tcp {t}");
             }
             if let Some(a) = admin {
-                eprintln!("sluice proxy: admin on http {a}");
+                let _ = writeln!(lines, "sluice proxy: admin on http {a}");
             }
+            let _ = std::io::Write::write_all(&mut std::io::stderr().lock(), lines.as_bytes());
         }
         let reload = proxy.reload_handle();
         let reload_args = args.clone();
