@@ -14,10 +14,32 @@ use sluice_load::shell::{self, Stop};
 use sluice_load::UasConfig;
 use sluice_proxy::{Proxy, ProxyConfig, ProxyReport, ShutdownHandle};
 
-/// A free UDP port on 127.0.0.1 (free when asked; another process may take it after).
-pub fn free_udp_port() -> Result<u16, String> {
-    let s = std::net::UdpSocket::bind("127.0.0.1:0").map_err(|e| e.to_string())?;
-    Ok(s.local_addr().map_err(|e| e.to_string())?.port())
+/// A port on 127.0.0.1 free for UDP and TCP alike (free when asked; another process may
+/// take it after): a SIP server listens on both (RFC 3261 §18), and a port the kernel
+/// picked for UDP is often some client's ephemeral TCP port.
+pub fn free_sip_port() -> Result<u16, String> {
+    Ok(reserve_sip_ports(1)?[0].0)
+}
+
+/// `n` distinct ports on 127.0.0.1, each free for UDP and TCP; each comes with the sockets
+/// holding it, to drop when the ports' users are about to bind them.
+pub fn reserve_sip_ports(
+    n: usize,
+) -> Result<Vec<(u16, std::net::UdpSocket, std::net::TcpListener)>, String> {
+    let mut held = Vec::with_capacity(n);
+    let mut attempts = 0;
+    while held.len() < n {
+        attempts += 1;
+        if attempts > 64 * (n + 1) {
+            return Err("no port on 127.0.0.1 is free for both UDP and TCP".to_owned());
+        }
+        let udp = std::net::UdpSocket::bind("127.0.0.1:0").map_err(|e| e.to_string())?;
+        let port = udp.local_addr().map_err(|e| e.to_string())?.port();
+        if let Ok(tcp) = std::net::TcpListener::bind(("127.0.0.1", port)) {
+            held.push((port, udp, tcp));
+        }
+    }
+    Ok(held)
 }
 
 /// A token for a UAC's Call-IDs and branches that differs from run to run, so a UAS or
@@ -298,7 +320,7 @@ pub fn start_command(
     next_hop: SocketAddr,
     budget_s: f64,
 ) -> Result<(SocketAddr, Running), String> {
-    let listen = SocketAddr::from(([127, 0, 0, 1], free_udp_port()?));
+    let listen = SocketAddr::from(([127, 0, 0, 1], free_sip_port()?));
     let command = fill_template(template, listen, next_hop, budget_s);
     let mut running = Running::Command(spawn_command(&command)?);
     if !shell::probe(listen, Duration::from_secs(10)) {

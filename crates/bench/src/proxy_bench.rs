@@ -22,7 +22,7 @@ use sluice_report::html::{write_page, Page};
 
 use crate::console::{note, say, Console};
 use crate::process::{
-    fill_template, free_udp_port, fresh_run_token, kamailio_command, process_tree_cpu,
+    fill_template, free_sip_port, fresh_run_token, kamailio_command, process_tree_cpu,
     sluice_proxy_command, spawn_command, stop_child,
 };
 use crate::sipp::{last_stats, stat};
@@ -237,7 +237,7 @@ pub fn bench_one(
         }
         Generator::Sipp => (
             BenchUas::Sipp,
-            SocketAddr::from(([127, 0, 0, 1], free_udp_port()?)),
+            SocketAddr::from(([127, 0, 0, 1], free_sip_port()?)),
         ),
     };
     // `none`: the UAC calls the UAS directly, which measures the generator itself.
@@ -245,7 +245,7 @@ pub fn bench_one(
     let listen = if direct {
         uas_addr
     } else {
-        SocketAddr::from(([127, 0, 0, 1], free_udp_port()?))
+        SocketAddr::from(([127, 0, 0, 1], free_sip_port()?))
     };
     let budget = max_steps(args) as f64 * (args.step_secs + args.drain + 4.0) + 30.0;
     let (command, mut child) = if direct {
@@ -442,7 +442,7 @@ fn sipp_step(
     uac.arg(proxy.to_string())
         .arg("-sf")
         .arg(args.sipp_scenarios.join("uac.xml"))
-        .args(["-p", &free_udp_port()?.to_string(), "-s", "service"])
+        .args(["-p", &free_sip_port()?.to_string(), "-s", "service"])
         .args(["-r", &format!("{rate:.0}"), "-m", &calls.to_string()])
         .args(["-l", &(calls.max(1000)).to_string()])
         .arg("-stf")

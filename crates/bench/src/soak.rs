@@ -55,7 +55,7 @@ use sluice_sim::ArrivalProcess;
 use crate::console::{say, Console};
 use crate::local::{sluice_variant, Target};
 use crate::process::{
-    free_udp_port, fresh_run_token, load_average, resident_mib, start_sluice_process,
+    free_sip_port, fresh_run_token, load_average, resident_mib, start_sluice_process,
     start_uas_live, stop_child, LiveUas,
 };
 use crate::proxy_config::{emulated_capacity, TARGET_CPU};
@@ -433,7 +433,7 @@ fn run(
     let localhost = |port| SocketAddr::from(([127, 0, 0, 1], port));
     let (configs, targets, spacing, wiring) = match &plan.setup {
         Setup::Local(c) => {
-            let listen = localhost(free_udp_port()?);
+            let listen = localhost(free_sip_port()?);
             let configs = vec![("proxy".to_owned(), (**c).clone(), listen, uas.addr)];
             // As `bench overload`'s single proxy: calls evenly spaced, like SIPp's -r.
             (configs, vec![listen], Spacing::Constant, None)

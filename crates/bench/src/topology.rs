@@ -545,15 +545,11 @@ impl Wiring {
         // The RE must know the SEs' addresses, and with links the relays the RE's, before
         // they exist: reserve free ports (held together so they differ), release them, and
         // let the proxies bind them.
-        let reserved: Vec<std::net::UdpSocket> = (0..=sources)
-            .map(|_| std::net::UdpSocket::bind("127.0.0.1:0"))
-            .collect::<Result<_, _>>()
-            .map_err(|e| e.to_string())?;
+        let reserved = crate::process::reserve_sip_ports(sources + 1)?;
         let mut addrs: Vec<SocketAddr> = reserved
             .iter()
-            .map(std::net::UdpSocket::local_addr)
-            .collect::<Result<_, _>>()
-            .map_err(|e| e.to_string())?;
+            .map(|r| SocketAddr::from(([127, 0, 0, 1], r.0)))
+            .collect();
         drop(reserved);
         let re = addrs.remove(0);
         let ses = addrs;

@@ -15,7 +15,7 @@
 //! in seconds; it shortens only how long a branch the dead RE had taken waits.
 
 use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpStream, UdpSocket};
+use std::net::{SocketAddr, TcpStream};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -29,11 +29,12 @@ const SLUICE: &str = env!("CARGO_BIN_EXE_sluice");
 const CAPACITY: f64 = 100.0;
 const OFFERED: f64 = 150.0;
 
+/// A port free for UDP and TCP alike, as the proxy listens on both.
 fn free_udp() -> SocketAddr {
-    UdpSocket::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
+    SocketAddr::from((
+        [127, 0, 0, 1],
+        sluice_bench::process::free_sip_port().unwrap(),
+    ))
 }
 
 fn free_tcp() -> SocketAddr {

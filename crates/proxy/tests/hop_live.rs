@@ -29,11 +29,15 @@ fn localhost0() -> SocketAddr {
 fn live(rate: f64, control: Option<(&str, OcAlgorithm)>) -> (f64, ProxyReport, ProxyReport) {
     let uas = Uas::start_on(localhost0());
     let uas_addr = uas.addr;
-    // The RE must know the SE's address before the SE exists: reserve a free port.
-    let se_addr = std::net::UdpSocket::bind(localhost0())
-        .unwrap()
-        .local_addr()
-        .unwrap();
+    // The RE must know the SE's address before the SE exists: reserve a port free for UDP
+    // and TCP, as the SE listens on both.
+    let se_addr = loop {
+        let udp = std::net::UdpSocket::bind(localhost0()).unwrap();
+        let at = udp.local_addr().unwrap();
+        if std::net::TcpListener::bind(at).is_ok() {
+            break at;
+        }
+    };
     let mut re = ProxyConfig {
         listen: localhost0(),
         next_hop: Some(uas_addr),
