@@ -44,6 +44,8 @@ pub struct OverloadConfig {
     pub proxy_capacity: Option<f64>,
     /// A simulator experiment whose variants and sweep to run live.
     pub experiment: Option<PathBuf>,
+    /// With `experiment`: only the variants with these labels (empty: all).
+    pub only: Vec<String>,
     /// Seconds between ACK and BYE.
     pub hold: f64,
     pub out: PathBuf,
@@ -80,6 +82,7 @@ impl Default for OverloadConfig {
             proxy_label: Vec::new(),
             proxy_capacity: None,
             experiment: None,
+            only: Vec::new(),
             hold: 0.0,
             out: PathBuf::from("out/overload"),
             generator: Caller::Sluice,

@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 use sluice_load::shell::{self, Stop};
 use sluice_load::UasConfig;
 use sluice_proxy::{Proxy, ProxyConfig, ProxyReport, ShutdownHandle};
+use sluice_sim::CallConfig;
 
 /// A port on 127.0.0.1 free for UDP and TCP alike (free when asked; another process may
 /// take it after): a SIP server listens on both (RFC 3261 §18), and a port the kernel
@@ -336,28 +337,66 @@ pub type UasThread = std::thread::JoinHandle<std::io::Result<shell::Run<sluice_l
 /// The UAS of one point (its counters are the point's): its address, the flag that stops
 /// it, and its thread. It stops by itself 120 s after `duration` in any case.
 pub fn start_uas(duration: f64) -> Result<(SocketAddr, Arc<AtomicBool>, UasThread), String> {
-    let socket =
-        shell::bind_udp(SocketAddr::from(([127, 0, 0, 1], 0))).map_err(|e| e.to_string())?;
-    let addr = socket.local_addr().map_err(|e| e.to_string())?;
-    let (flag, thread) = start_uas_on(socket, None, duration)?;
+    let socket = UasSocket::bind(false)?;
+    let addr = socket.local_addr()?;
+    let (flag, thread) = start_uas_on(socket, None, duration, &CallConfig::default())?;
     Ok((addr, flag, thread))
 }
 
-/// [`start_uas`] on a bound socket, with `contact` in its Contact if given (the relay in
-/// front of it, so that in-dialog requests cross the relay too).
+/// Where a bench UAS answers: a UDP socket, or a TCP listener (answering on the
+/// connection each request came in on).
+#[derive(Debug)]
+pub enum UasSocket {
+    Udp(std::net::UdpSocket),
+    Tcp(std::net::TcpListener),
+}
+
+impl UasSocket {
+    /// A fresh loopback port, over TCP or UDP.
+    pub fn bind(tcp: bool) -> Result<UasSocket, String> {
+        let any = SocketAddr::from(([127, 0, 0, 1], 0));
+        let socket = if tcp {
+            shell::tcp::bind_tcp(any).map(UasSocket::Tcp)
+        } else {
+            shell::bind_udp(any).map(UasSocket::Udp)
+        };
+        socket.map_err(|e| e.to_string())
+    }
+
+    pub fn local_addr(&self) -> Result<SocketAddr, String> {
+        match self {
+            UasSocket::Udp(s) => s.local_addr(),
+            UasSocket::Tcp(l) => l.local_addr(),
+        }
+        .map_err(|e| e.to_string())
+    }
+}
+
+/// [`start_uas`] on a bound socket, answering as `call` says (100 Trying or not, the 200
+/// OK's session description), with `contact` in its Contact if given (the relay in front
+/// of it, so that in-dialog requests cross the relay too).
 pub fn start_uas_on(
-    socket: std::net::UdpSocket,
+    socket: UasSocket,
     contact: Option<SocketAddr>,
     duration: f64,
+    call: &CallConfig,
 ) -> Result<(Arc<AtomicBool>, UasThread), String> {
-    let mut cfg = UasConfig::new(socket.local_addr().map_err(|e| e.to_string())?);
+    let local = socket.local_addr()?;
+    let mut cfg = UasConfig::new(local);
     cfg.contact = contact;
+    cfg.sends_trying = call.callee_sends_trying;
+    cfg.answer_body = sluice_sip::sdp::session_description(call.body_bytes, local.ip());
     let flag = Arc::new(AtomicBool::new(false));
     let stop = Stop {
         after: Some(Duration::from_secs_f64(duration + 120.0)),
         flag: Some(flag.clone()),
     };
-    let thread = std::thread::spawn(move || shell::run_uas(socket, cfg, &stop));
+    let thread = std::thread::spawn(move || match socket {
+        UasSocket::Udp(s) => shell::run_uas(s, cfg, &stop),
+        UasSocket::Tcp(l) => {
+            shell::tcp::run_uas_tcp(l, cfg, shell::tcp::TcpConfig::default(), &stop)
+        }
+    });
     Ok((flag, thread))
 }
 

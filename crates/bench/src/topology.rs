@@ -116,8 +116,7 @@ use crate::dynamic::{self, Dynamic};
 use crate::output::{write_outputs, write_sweep_page, written_line};
 use crate::parallel::simulate_in_order;
 use crate::point::{max_opt, ms, PointResult, Timing};
-use crate::process::{load_average, start_sluice_on, start_uas_on, Running};
-use crate::proxy_config::emulated_capacity;
+use crate::process::{load_average, start_sluice_on, start_uas_on, Running, UasSocket};
 
 /// The variants a topology sweep runs by default: no feedback, and Shen et al.'s
 /// algorithms over each wire format that can carry them.
@@ -153,7 +152,7 @@ fn wire_name(w: OcAlgorithm) -> &'static str {
 }
 
 /// Whether `bench overload` runs the topology: `--ses`, a feedback variant in
-/// `--variants`, or an experiment with one.
+/// `--variants`, or an experiment with one or with hops over TCP (SEs -> RE).
 pub fn is_topology(args: &OverloadConfig) -> Result<bool, String> {
     if args.ses.is_some() {
         return Ok(true);
@@ -163,7 +162,7 @@ pub fn is_topology(args: &OverloadConfig) -> Result<bool, String> {
         return Ok(e
             .points
             .iter()
-            .any(|p| !p.scenario.re.control.algorithm.is_local()));
+            .any(|p| !p.scenario.re.control.algorithm.is_local() || p.scenario.uses_tcp()));
     }
     Ok(args.variants.iter().any(|v| is_hop_spec(v)))
 }
@@ -297,6 +296,8 @@ struct Plan {
     experiment: Option<Experiment>,
     /// A dynamic experiment's schedules: one run per variant, each UAC on its schedule.
     dynamic: Option<Dynamic>,
+    /// Variants of the experiment the live topology cannot run, and why.
+    skipped: Vec<(String, &'static str)>,
 }
 
 fn plan(args: &OverloadConfig) -> Result<Plan, String> {
@@ -321,9 +322,27 @@ fn plan(args: &OverloadConfig) -> Result<Plan, String> {
             link.loss = l;
             link.backward_loss = None;
         }
-        link_impairments(&v.scenario, args.link_jitter_ms)
+        let links = link_impairments(&v.scenario, args.link_jitter_ms)
             .map_err(|e| format!("{}: {e}", v.label))?;
+        if links.is_some() && v.scenario.uses_tcp() {
+            return Err(format!(
+                "{}: the link relays carry UDP only; a TCP topology runs on plain loopback",
+                v.label
+            ));
+        }
     }
+    // ECS minimises the RE's receive buffer of the SEs' INVITE connections only; the live
+    // RE has one listener and cannot tell them from the others when it accepts them.
+    let (ecs_buffer, kept): (Vec<HopVariant>, Vec<HopVariant>) = std::mem::take(&mut plan.variants)
+        .into_iter()
+        .partition(|v| v.scenario.tcp.re_invite_receive_buffer > 0);
+    plan.variants = kept;
+    plan.skipped.extend(ecs_buffer.into_iter().map(|v| {
+        (
+            v.label,
+            "a receive buffer for the INVITE connections alone (tcp.re_invite_receive_buffer) is simulated only",
+        )
+    }));
     Ok(plan)
 }
 
@@ -355,6 +374,7 @@ fn plan_variants(args: &OverloadConfig) -> Result<Plan, String> {
             shares: vec![1.0; ses],
             experiment: None,
             dynamic: None,
+            skipped: Vec::new(),
         });
     };
     let e = read_experiment(path)?;
@@ -378,7 +398,20 @@ fn plan_variants(args: &OverloadConfig) -> Result<Plan, String> {
     let mut variants: Vec<HopVariant> = Vec::new();
     let mut loads: Vec<f64> = Vec::new();
     let mut shares = Vec::new();
+    if let Some(unknown) = args
+        .only
+        .iter()
+        .find(|label| !e.points.iter().any(|p| &p.variant == *label))
+    {
+        return Err(format!(
+            "--only {unknown:?}: {} has no such variant",
+            e.name
+        ));
+    }
     for p in &e.points {
+        if !args.only.is_empty() && !args.only.contains(&p.variant) {
+            continue;
+        }
         if !loads.iter().any(|l| (l - p.offered_load).abs() < 1e-9) {
             loads.push(p.offered_load);
         }
@@ -419,6 +452,7 @@ fn plan_variants(args: &OverloadConfig) -> Result<Plan, String> {
         shares,
         experiment: Some(e),
         dynamic,
+        skipped: Vec::new(),
     })
 }
 
@@ -688,18 +722,19 @@ fn run_point(
         warmup,
         hold,
     } = timing;
-    let capacity = emulated_capacity(&v.scenario.re);
+    let capacity = v.scenario.capacity_cps();
     if !capacity.is_finite() {
         return Err(format!("{}: no emulated capacity", v.label));
     }
     let drain = 2.0;
     let budget = duration + drain + 30.0;
-    let uas_socket =
-        shell::bind_udp(SocketAddr::from(([127, 0, 0, 1], 0))).map_err(|e| e.to_string())?;
-    let uas_addr = uas_socket.local_addr().map_err(|e| e.to_string())?;
+    let sc = &v.scenario;
+    // The RE reaches the callee over TCP when it sends to its next hops over TCP.
+    let uas_socket = UasSocket::bind(sc.re.tcp.to_next_hops)?;
+    let uas_addr = uas_socket.local_addr()?;
     let wiring = Wiring::new(v, shares.len(), uas_addr, link_jitter_ms, budget)?;
     let contact = wiring.relays.is_some().then_some(wiring.uas_front);
-    let (uas_flag, uas) = match start_uas_on(uas_socket, contact, duration) {
+    let (uas_flag, uas) = match start_uas_on(uas_socket, contact, duration, &sc.call) {
         Ok(u) => u,
         Err(e) => {
             wiring.stop();
@@ -721,6 +756,7 @@ fn run_point(
         ArrivalProcess::Constant => Spacing::Constant,
     };
     let targets = wiring.ses_front.clone();
+    let (callers_tcp, body_bytes) = (sc.tcp.callers, sc.call.body_bytes);
     let runs: Vec<Result<(Vec<SecondRow>, UacSummary), String>> = std::thread::scope(|scope| {
         let handles: Vec<_> = targets
             .iter()
@@ -728,11 +764,21 @@ fn run_point(
             .enumerate()
             .map(|(i, (&target, &share))| {
                 scope.spawn(move || {
-                    let socket = shell::bind_udp(SocketAddr::from(([127, 0, 0, 1], 0)))
-                        .map_err(|e| e.to_string())?;
-                    let local = socket.local_addr().map_err(|e| e.to_string())?;
+                    let any = SocketAddr::from(([127, 0, 0, 1], 0));
+                    // Over UDP the socket's address; over TCP the connection's, which
+                    // `run_uac_tcp` sets.
+                    let socket = if callers_tcp {
+                        None
+                    } else {
+                        Some(shell::bind_udp(any).map_err(|e| e.to_string())?)
+                    };
+                    let local = match &socket {
+                        Some(s) => s.local_addr().map_err(|e| e.to_string())?,
+                        None => any,
+                    };
                     let rate = x * capacity * share / total_share.max(1e-12);
                     let mut cfg = UacConfig::new(local, target, rate);
+                    cfg.invite_body = sluice_sip::sdp::session_description(body_bytes, local.ip());
                     if let Some(d) = dynamic {
                         cfg.schedule = d.schedule(i, capacity)?;
                     }
@@ -750,9 +796,19 @@ fn run_point(
                     // Not `CallerRun`: the 180s the callers saw tell the paper's goodput
                     // (all five setup messages through) from the caller's (ACK sent).
                     let mut rows = Vec::new();
-                    let run = shell::run_uac(socket, cfg, &shell::Stop::default(), |r| {
-                        rows.push(*r);
-                    })
+                    let stop = shell::Stop::default();
+                    let on_row = |r: &SecondRow| rows.push(*r);
+                    let run = match socket {
+                        Some(socket) => shell::run_uac(socket, cfg, &stop, on_row),
+                        // One connection per caller, as the simulator's callers have.
+                        None => shell::tcp::run_uac_tcp(
+                            any,
+                            cfg,
+                            shell::tcp::TcpConfig::default(),
+                            &stop,
+                            on_row,
+                        ),
+                    }
                     .map_err(|e| format!("uac: {e}"))?;
                     Ok((rows, run.summary))
                 })
@@ -926,13 +982,16 @@ pub fn bench(args: &OverloadConfig, console: &dyn Console) -> Result<(), String>
         },
     };
     let sources = plan.shares.len();
+    for (label, why) in &plan.skipped {
+        say!(console, "{label}: not run live: {why}");
+    }
     for v in &plan.variants {
         let links = link_impairments(&v.scenario, args.link_jitter_ms)?;
         say!(
             console,
             "{}: {sources} UACs -> {sources} SEs -> RE at {:.1} calls/s emulated (message {:.0} us, 503 {:.0} us, queue {}){}{}",
             v.label,
-            emulated_capacity(&v.scenario.re),
+            v.scenario.capacity_cps(),
             v.scenario.re.cost_forward_us,
             v.scenario.re.cost_reject_us,
             v.scenario.re.queue_capacity,
@@ -1333,7 +1392,7 @@ mod tests {
         assert_eq!(plan.shares, [1.0, 1.0]);
         for v in &plan.variants {
             assert!(
-                (emulated_capacity(&v.scenario.re) - 300.0).abs() < 1.0,
+                (v.scenario.capacity_cps() - 300.0).abs() < 1.0,
                 "{}",
                 v.label
             );

@@ -154,6 +154,10 @@ pub struct OverloadArgs {
     /// `control` tables and `re` settings map onto the proxy's config).
     #[arg(long)]
     pub experiment: Option<PathBuf>,
+    /// With --experiment in the topology: run only the variant with this label (e.g.
+    /// "3 SEs, ICS+BM+SF"); repeat for more.
+    #[arg(long, requires = "experiment")]
+    pub only: Vec<String>,
     /// Call holding time (BYE this long after the ACK).
     #[arg(long, default_value = "0s", value_parser = parse_duration)]
     pub hold: Duration,
@@ -395,6 +399,7 @@ fn overload_config(a: &OverloadArgs) -> Result<OverloadConfig, String> {
         proxy_label: a.proxy_label.clone(),
         proxy_capacity: a.proxy_capacity,
         experiment: a.experiment.clone(),
+        only: a.only.clone(),
         hold: a.hold.as_secs_f64(),
         out: a.out.clone(),
         generator: match a.generator {

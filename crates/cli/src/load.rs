@@ -109,6 +109,10 @@ pub struct UacArgs {
     /// Request-URI of the INVITEs (default: sip:service@TARGET).
     #[arg(long)]
     pub request_uri: Option<String>,
+    /// Size of the INVITE's session description in bytes (0: none). Over TCP, buffers
+    /// hold bytes: Shen and Schulzrinne reckon an INVITE at about 1 KB with its SDP.
+    #[arg(long, default_value_t = 0)]
+    pub body_bytes: usize,
     /// Output folder for per_second.csv and summary.json (default: none, CSV rows on
     /// standard error and the summary on standard output).
     #[arg(long)]
@@ -139,6 +143,13 @@ pub struct UasArgs {
     /// Seed of the --reject-503 draws.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+    /// Answer an INVITE with 180 and 200 only, without the 100 Trying first (as the UAS
+    /// of Shen and Schulzrinne's testbed).
+    #[arg(long)]
+    pub no_trying: bool,
+    /// Size of the 200 OK's session description in bytes (0: none).
+    #[arg(long, default_value_t = 0)]
+    pub body_bytes: usize,
     /// Output folder for summary.json (default: none, standard output only).
     #[arg(long)]
     pub out: Option<PathBuf>,
@@ -208,6 +219,7 @@ fn uac_config(args: &UacArgs) -> Result<UacConfig, String> {
         cfg.request_uri.clone_from(uri);
     }
     cfg.run_token = sluice_bench::process::fresh_run_token();
+    cfg.invite_body = session_description(args.body_bytes, args.bind.ip())?;
     Ok(cfg)
 }
 
@@ -321,5 +333,18 @@ fn uas_config(args: &UasArgs, local: std::io::Result<SocketAddr>) -> Result<UasC
     cfg.answer_delay = args.answer_delay;
     cfg.reject_probability = args.reject_503;
     cfg.seed = args.seed;
+    cfg.sends_trying = !args.no_trying;
+    cfg.answer_body = session_description(args.body_bytes, local.ip())?;
     Ok(cfg)
+}
+
+/// Bodies up to the simulator's limit: a message must stay well inside a UDP datagram.
+fn session_description(bytes: usize, ip: std::net::IpAddr) -> Result<bytes::Bytes, String> {
+    if bytes > sluice_sim::scenario::MAX_BODY {
+        return Err(format!(
+            "--body-bytes {bytes}: allowed up to {}",
+            sluice_sim::scenario::MAX_BODY
+        ));
+    }
+    Ok(sluice_sip::sdp::session_description(bytes, ip))
 }

@@ -73,6 +73,9 @@ pub struct UacConfig {
     pub txn: sluice_txn::Config,
     /// Distinguishes this run's Call-IDs and branches from earlier runs against the same peer.
     pub run_token: u64,
+    /// The INVITE's session description ([`sluice_sip::sdp::session_description`]; empty:
+    /// none).
+    pub invite_body: Bytes,
 }
 
 impl UacConfig {
@@ -94,6 +97,7 @@ impl UacConfig {
             delays_from: Duration::ZERO,
             txn: sluice_txn::Config::default(),
             run_token: 0,
+            invite_body: Bytes::new(),
         }
     }
 }
@@ -713,7 +717,23 @@ impl Uac {
                 b">\r\n",
             ]);
         }
-        put(&[b"Content-Length: 0\r\n\r\n"]);
+        let body = if method == b"INVITE" {
+            &self.cfg.invite_body[..]
+        } else {
+            &[]
+        };
+        if body.is_empty() {
+            put(&[b"Content-Length: 0\r\n\r\n"]);
+        } else {
+            put(&[
+                b"Content-Type: ",
+                sluice_sip::sdp::CONTENT_TYPE.as_bytes(),
+                b"\r\nContent-Length: ",
+                itoa::Buffer::new().format(body.len()).as_bytes(),
+                b"\r\n\r\n",
+                body,
+            ]);
+        }
         b.freeze()
     }
 

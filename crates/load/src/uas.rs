@@ -46,6 +46,12 @@ pub struct UasConfig {
     /// A dialog that sees no BYE is forgotten after this long.
     pub dialog_ttl: Duration,
     pub txn: sluice_txn::Config,
+    /// Whether an INVITE gets a 100 Trying before the 180 (a UAS need not send one, RFC
+    /// 3261 §8.2.6.1; Shen and Schulzrinne's testbed did not, 2010 Fig. 13).
+    pub sends_trying: bool,
+    /// The 200 OK's session description ([`sluice_sip::sdp::session_description`]; empty:
+    /// none).
+    pub answer_body: Bytes,
 }
 
 impl UasConfig {
@@ -59,6 +65,8 @@ impl UasConfig {
             max_dialogs: 1 << 20,
             dialog_ttl: Duration::from_mins(5),
             txn: sluice_txn::Config::default(),
+            sends_trying: true,
+            answer_body: Bytes::new(),
         }
     }
 }
@@ -324,9 +332,11 @@ impl Uas {
             self.reject(now, tx, &request);
             return;
         }
-        let _ = self
-            .txn
-            .respond_bytes(now, tx, 100, edit::response_to(&request, 100).build());
+        if self.cfg.sends_trying {
+            let _ = self
+                .txn
+                .respond_bytes(now, tx, 100, edit::response_to(&request, 100).build());
+        }
         if self.cfg.reject_probability > 0.0
             && self.rng.gen_bool(self.cfg.reject_probability.min(1.0))
         {
@@ -394,6 +404,9 @@ impl Uas {
             Some(Transport::Udp) => b = b.header("Contact", self.contact.as_bytes()),
             Some(Transport::Tcp) => b = b.header("Contact", self.contact_tcp.as_bytes()),
             None => {}
+        }
+        if status == 200 && !self.cfg.answer_body.is_empty() {
+            b = b.body(sluice_sip::sdp::CONTENT_TYPE, &self.cfg.answer_body);
         }
         b.build()
     }

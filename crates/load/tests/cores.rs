@@ -537,3 +537,51 @@ fn a_local_port_of_zero_is_left_out_of_via_from_and_contact() {
         "{text}"
     );
 }
+
+#[test]
+fn bodies_of_the_size_asked_and_no_100_when_the_uas_sends_none() {
+    let mut cfg = uac_config(100.0, 1);
+    cfg.invite_body = sluice_sip::sdp::session_description(600, addr(UAC).ip());
+    let mut uac = Uac::new(cfg, Time::ZERO);
+    let mut uas_cfg = UasConfig::new(addr(UAS));
+    uas_cfg.sends_trying = false;
+    uas_cfg.answer_body = sluice_sip::sdp::session_description(700, addr(UAC).ip());
+    let mut uas = Uas::new(uas_cfg);
+    uac.handle_timeout(Time::ZERO);
+    let invite = uac.poll_transmit().expect("the INVITE");
+    let parsed = Message::parse(invite.payload.clone()).unwrap();
+    assert_eq!(parsed.body().len(), 600);
+    let text = std::str::from_utf8(&invite.payload).unwrap();
+    assert!(text.contains("Content-Type: application/sdp\r\nContent-Length: 600\r\n\r\nv=0\r\n"));
+    uas.handle_message(
+        Time::ZERO,
+        invite.payload,
+        Peer {
+            addr: addr(UAC),
+            transport: Transport::Udp,
+        },
+    );
+    let statuses: Vec<(u16, usize)> = std::iter::from_fn(|| uas.poll_transmit())
+        .map(|o| {
+            let m = Message::parse(o.payload).unwrap();
+            (m.status().unwrap(), m.body().len())
+        })
+        .collect();
+    assert_eq!(statuses, [(180, 0), (200, 700)]);
+    // The whole call with both: three messages back per call (180, 200, BYE's 200).
+    let mut cfg = uac_config(100.0, 50);
+    cfg.invite_body = sluice_sip::sdp::session_description(600, addr(UAC).ip());
+    let mut uac = Uac::new(cfg, Time::ZERO);
+    let mut uas_cfg = UasConfig::new(addr(UAS));
+    uas_cfg.sends_trying = false;
+    let mut uas = Uas::new(uas_cfg);
+    run_pair(
+        &mut uac,
+        &mut uas,
+        Duration::from_millis(2),
+        0,
+        Time::from_secs(30),
+    );
+    let s = uac.summary();
+    assert_eq!((s.successful, s.messages_received), (50, 150));
+}

@@ -295,6 +295,8 @@ impl Proxy {
         let mut pending: VecDeque<Transmit> = VecDeque::new();
         let mut send_drops = 0u64;
         let (mut tcp, mut tcp_inputs) = Tcp::new(&config.tcp, tcp_listener);
+        // The connection whose turn it is, with the messages of it not yet taken.
+        let mut turn: Option<crate::tcp::Inbound> = None;
         let measure_send_queues = config.tcp.smart_forwarding;
         let far = origin + Duration::from_hours(24 * 365);
         // Timers are created once and re-armed only when their deadline moves: registering
@@ -415,7 +417,34 @@ impl Proxy {
                 wake_timer.as_mut().reset(wake);
             }
             let room = core.has_room(now());
+            // A turn is taken to its end before the next connection's, a message at a
+            // time while the queue has room; a long one in batches, the timers between.
+            let mut turn_left = false;
+            if room {
+                if let Some(t) = turn.as_mut() {
+                    let started = Instant::now();
+                    for _ in 0..RECV_BATCH {
+                        let Some(m) = t.messages.pop_front() else {
+                            break;
+                        };
+                        tcp.stats.messages_in += 1;
+                        core.handle_stream_message(now(), m, t.from);
+                        if !core.has_room(now()) {
+                            break;
+                        }
+                    }
+                    core.record_native_busy(started.elapsed());
+                    if t.messages.is_empty() {
+                        // Dropped: its connection reads again.
+                        turn = None;
+                    } else {
+                        turn_left = core.has_room(now());
+                    }
+                }
+            }
+            let room = core.has_room(now());
             tokio::select! {
+                () = std::future::ready(()), if turn_left => {}
                 r = accept(tcp_inputs.listener.as_ref()) => {
                     match r {
                         Ok((stream, remote)) => tcp.accepted(stream, remote),
@@ -424,20 +453,8 @@ impl Proxy {
                         Err(e) => tracing::debug!("accept failed: {e}"),
                     }
                 }
-                Some(first) = tcp_inputs.inbound.recv(), if room => {
-                    let mut message = Some(first);
-                    let started = Instant::now();
-                    // A batch, while the queue has room, as for datagrams.
-                    for _ in 0..RECV_BATCH {
-                        let Some(m) = message.take() else { break };
-                        tcp.stats.messages_in += 1;
-                        core.handle_stream_message(now(), m.payload, m.from);
-                        if !core.has_room(now()) {
-                            break;
-                        }
-                        message = tcp_inputs.inbound.try_recv().ok();
-                    }
-                    core.record_native_busy(started.elapsed());
+                Some(next) = tcp_inputs.inbound.recv(), if room && turn.is_none() => {
+                    turn = Some(next);
                 }
                 Some(event) = tcp_inputs.events.recv() => tcp.closed(event, &mut core, now()),
                 r = socket.readable() => r?,

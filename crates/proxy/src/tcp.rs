@@ -27,20 +27,27 @@ use socket2::{Domain, Protocol, Socket, Type};
 use tokio::net::{TcpListener, TcpSocket, TcpStream};
 use tokio::sync::mpsc;
 
-/// Messages framed on any connection, waiting for the proxy loop: a few, so that the
-/// shell adds next to nothing to the core's queue (the paper's application buffer).
+/// Turns of connections waiting for the proxy loop: a few, so that the shell adds little
+/// to the core's queue (the paper's application buffer).
 const INBOUND_CAPACITY: usize = 32;
-/// Bytes read from a connection at a time: room for a couple of INVITEs, so that a
-/// connection whose messages wait holds little beyond the kernel's buffer.
+/// Bytes read from a socket by one `read()`.
 const READ_CHUNK: usize = 4096;
+/// Most bytes one turn takes from a connection: what its receive buffer holds, up to this.
+const MAX_TURN_BYTES: usize = 64 * 1024;
 /// Backlog of the listening socket.
 const LISTEN_BACKLOG: i32 = 1024;
 
-/// A whole message read from a connection.
+/// A connection's turn: the whole messages of what its socket held when it was read. The
+/// loop takes them one at a time while its queue has room, before the next connection's
+/// turn, as an event loop that reads each ready socket once does; so a connection's share
+/// of the reading is what its receive buffer holds, and minimising that buffer limits its
+/// sender (Shen and Schulzrinne 2010, §6.1). The simulator reads its connections the same
+/// way. Dropping the turn tells the connection to read again.
 #[derive(Debug)]
 pub(crate) struct Inbound {
     pub from: SocketAddr,
-    pub payload: Bytes,
+    pub messages: std::collections::VecDeque<Bytes>,
+    pub _read_again: tokio::sync::oneshot::Sender<()>,
 }
 
 /// What a connection's task tells the proxy loop.
@@ -481,17 +488,30 @@ async fn run_connection(
     let mut last_activity = tokio::time::Instant::now();
     // When the message now in the framer began to arrive.
     let mut message_started: Option<tokio::time::Instant> = None;
-    let mut waiting: Option<Bytes> = None;
+    // Framed messages not yet handed over, and the turn the loop has not finished.
+    let mut waiting: std::collections::VecDeque<Bytes> = std::collections::VecDeque::new();
+    let mut turn: Option<tokio::sync::oneshot::Receiver<()>> = None;
+    // Bytes read since the last turn was handed over.
+    let mut read_this_turn = 0usize;
     let mut writing: Option<(Write, usize)> = None;
     let mut pong = false;
     let reason = loop {
         // Frame what is buffered before reading more.
-        if let (None, Some(framer)) = (&waiting, framer.as_mut()) {
+        if let (true, Some(framer)) = (turn.is_none(), framer.as_mut()) {
             let seen = framer.keepalives;
-            match framer.next_message() {
-                Ok(Some(m)) => waiting = Some(m),
-                Ok(None) => {}
-                Err(_) => break CloseReason::BadFraming,
+            let framed = loop {
+                match framer.next_message() {
+                    Ok(Some(m)) => waiting.push_back(m),
+                    Ok(None) => break Ok(()),
+                    Err(e) => break Err(e),
+                }
+            };
+            if framed.is_err() {
+                break CloseReason::BadFraming;
+            }
+            if waiting.is_empty() {
+                // Only part of a message yet: a turn begins with its first whole one.
+                read_this_turn = 0;
             }
             if framer.keepalives > seen {
                 // RFC 5626 §4.4.1: a double-CRLF ping gets a single CRLF pong.
@@ -521,28 +541,53 @@ async fn run_connection(
             Some(started) => (started + message_limit).min(last_activity + idle),
             None => last_activity + idle,
         };
+        // What the socket held is read: hand its messages over as one turn.
+        let turn_read = read_this_turn > 0 && !waiting.is_empty();
         tokio::select! {
-            permit = inbound.reserve(), if waiting.is_some() => {
+            permit = inbound.reserve(), if turn.is_none() && turn_read => {
                 let Ok(permit) = permit else { break CloseReason::Shutdown };
-                if let Some(payload) = waiting.take() {
-                    permit.send(Inbound { from: remote, payload });
-                }
+                let (read_again, finished) = tokio::sync::oneshot::channel();
+                permit.send(Inbound {
+                    from: remote,
+                    messages: std::mem::take(&mut waiting),
+                    _read_again: read_again,
+                });
+                turn = Some(finished);
+                read_this_turn = 0;
             }
-            r = stream.readable(), if waiting.is_none() => {
+            // Resolves when the loop drops the turn, done or not (at shutdown).
+            _ = async { turn.as_mut().expect("guarded").await }, if turn.is_some() => {
+                turn = None;
+            }
+            r = stream.readable(), if turn.is_none() && !turn_read => {
                 if r.is_err() {
                     break CloseReason::Peer;
                 }
+                // Everything the socket holds, up to a turn's worth, one read() at a time.
+                let framer =
+                    framer.get_or_insert_with(|| StreamFramer::new(config.max_message_size));
                 let mut chunk = [0u8; READ_CHUNK];
-                match stream.try_read(&mut chunk) {
-                    Ok(0) => break CloseReason::Peer,
-                    Ok(n) => {
-                        framer
-                            .get_or_insert_with(|| StreamFramer::new(config.max_message_size))
-                            .push(&chunk[..n]);
-                        last_activity = tokio::time::Instant::now();
+                let mut closed = None;
+                while read_this_turn < MAX_TURN_BYTES {
+                    match stream.try_read(&mut chunk) {
+                        Ok(0) => {
+                            closed = Some(CloseReason::Peer);
+                            break;
+                        }
+                        Ok(n) => {
+                            framer.push(&chunk[..n]);
+                            read_this_turn += n;
+                            last_activity = tokio::time::Instant::now();
+                        }
+                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                        Err(_) => {
+                            closed = Some(CloseReason::Peer);
+                            break;
+                        }
                     }
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-                    Err(_) => break CloseReason::Peer,
+                }
+                if let Some(reason) = closed {
+                    break reason;
                 }
             }
             w = writes.recv(), if writing.is_none() => {

@@ -397,6 +397,9 @@ impl Scenario {
         let scaled = |n: usize| ((n as f64) * k).round().max(1.0) as usize;
         re.queue_capacity = scaled(re.queue_capacity);
         re.invite_queue_capacity = scaled(re.invite_queue_capacity);
+        // The application buffer holds the queue's TCP messages, so it scales with it;
+        // the sockets' buffers do not (the kernel's, and what buffer minimisation sets).
+        re.tcp.application_buffer = scaled(re.tcp.application_buffer);
     }
 
     /// The algorithm the SEs and the RE agree on for the RE's feedback (RFC 7339 §5.2:

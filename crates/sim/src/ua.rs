@@ -51,7 +51,7 @@ impl Caller {
                 cx_topo.ip(se),
                 cx_topo.ip(cx_topo.re()),
                 tcp,
-                wire::session_description(body_bytes, cx_topo.ip(id)),
+                sluice_sip::sdp::session_description(body_bytes, cx_topo.ip(id).into()),
             ),
         }
     }
@@ -206,7 +206,7 @@ impl Callee {
             re_peer: topo.peer(topo.re()),
             txn,
             sends_trying,
-            body: wire::session_description(body_bytes, topo.ip(topo.callee())),
+            body: sluice_sip::sdp::session_description(body_bytes, topo.ip(topo.callee()).into()),
         }
     }
 
@@ -253,8 +253,11 @@ impl Callee {
         );
         // The 2xx belongs to the UA core, which retransmits it until the ACK.
         self.txn.terminate_tx(TxId::Server(tx));
-        let ok = edit::response_to(request, 200).to_tag("2").build();
-        match Message::parse(wire::with_body(&ok, &self.body)) {
+        let ok = edit::response_to(request, 200)
+            .to_tag("2")
+            .body(sluice_sip::sdp::CONTENT_TYPE, &self.body)
+            .build();
+        match Message::parse(ok) {
             Ok(ok) => {
                 let _ = self.txn.send_2xx_reliably(now, ok, from);
             }

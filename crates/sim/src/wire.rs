@@ -49,7 +49,7 @@ const CALLEE_URI: &[u8] = b"sip:callee@10.4.0.1";
 
 impl CallerTemplates {
     /// A caller at `ip` behind the SE at `se`, in front of the RE at `re`, sending over
-    /// TCP or UDP, its INVITEs with `body` (see [`session_description`]).
+    /// TCP or UDP, its INVITEs with `body` (see [`sluice_sip::sdp::session_description`]).
     pub fn new(ip: Ipv4Addr, se: Ipv4Addr, re: Ipv4Addr, tcp: bool, body: Bytes) -> Self {
         Self {
             ip: ip.to_string(),
@@ -129,49 +129,12 @@ fn end_with_body(b: &mut BytesMut, body: &[u8]) {
         b.extend_from_slice(b"Content-Length: 0\r\n\r\n");
         return;
     }
-    b.extend_from_slice(b"Content-Type: application/sdp\r\nContent-Length: ");
+    b.extend_from_slice(b"Content-Type: ");
+    b.extend_from_slice(sluice_sip::sdp::CONTENT_TYPE.as_bytes());
+    b.extend_from_slice(b"\r\nContent-Length: ");
     b.extend_from_slice(itoa::Buffer::new().format(body.len()).as_bytes());
     b.extend_from_slice(b"\r\n\r\n");
     b.extend_from_slice(body);
-}
-
-/// A response built by `sluice_sip::edit` (which ends it with `Content-Length: 0`) with
-/// `body` instead.
-pub(crate) fn with_body(response: &Bytes, body: &[u8]) -> Bytes {
-    const EMPTY: &[u8] = b"Content-Length: 0\r\n\r\n";
-    match response.strip_suffix(EMPTY) {
-        Some(head) if !body.is_empty() => {
-            let mut b = BytesMut::with_capacity(head.len() + body.len() + 64);
-            b.extend_from_slice(head);
-            end_with_body(&mut b, body);
-            b.freeze()
-        }
-        _ => response.clone(),
-    }
-}
-
-/// A session description of exactly `len` bytes for the host `ip`: an audio offer or
-/// answer padded with attribute lines. Its size is what matters (how many messages a TCP
-/// buffer holds), not its content, which nothing parses.
-pub(crate) fn session_description(len: usize, ip: Ipv4Addr) -> Bytes {
-    let mut b = format!(
-        "v=0\r\no=- 1 1 IN IP4 {ip}\r\ns=-\r\nc=IN IP4 {ip}\r\nt=0 0\r\nm=audio 6000 RTP/AVP 0\r\na=rtpmap:0 PCMU/8000\r\n"
-    )
-    .into_bytes();
-    b.truncate(len);
-    while b.len() < len {
-        // `a=x-pad:` and the line end take 10 bytes; the rest of a line is padding.
-        let room = len - b.len();
-        if room < 10 {
-            b.resize(len, b'x');
-            break;
-        }
-        let pad = (room - 10).min(70);
-        b.extend_from_slice(b"a=x-pad:");
-        b.resize(b.len() + pad, b'x');
-        b.extend_from_slice(b"\r\n");
-    }
-    Bytes::from(b)
 }
 
 /// Message kinds the report counts retransmissions of.
@@ -291,12 +254,8 @@ mod tests {
     }
 
     #[test]
-    fn session_descriptions_have_the_size_asked_and_ride_in_the_invite_and_its_200() {
-        for len in [0, 5, 60, 100, 109, 110, 111, 600, 1000] {
-            let sdp = session_description(len, Ipv4Addr::new(10, 1, 0, 2));
-            assert_eq!(sdp.len(), len);
-        }
-        let sdp = session_description(600, Ipv4Addr::new(10, 1, 0, 2));
+    fn session_descriptions_ride_in_the_invite_and_its_200() {
+        let sdp = sluice_sip::sdp::session_description(600, [10, 1, 0, 2].into());
         let t = CallerTemplates::new(
             Ipv4Addr::new(10, 1, 0, 2),
             Ipv4Addr::new(10, 2, 0, 2),
@@ -312,8 +271,9 @@ mod tests {
         assert_eq!(Message::parse(t.ack(3)).unwrap().body(), b"");
         let ok = sluice_sip::edit::response_to(&invite, 200)
             .to_tag("2")
+            .body(sluice_sip::sdp::CONTENT_TYPE, &sdp)
             .build();
-        let ok = Message::parse(with_body(&ok, &sdp)).unwrap();
+        let ok = Message::parse(ok).unwrap();
         assert_eq!(ok.status(), Some(200));
         assert_eq!(ok.body(), &sdp[..]);
         // The stream framer cuts it by its Content-Length.

@@ -139,6 +139,8 @@ pub struct ResponseBuilder<'a> {
     retry_after: Option<u32>,
     extra: Vec<(&'a str, &'a [u8])>,
     top_via_params: &'a [(&'a str, Option<&'a str>)],
+    /// Content-Type and body.
+    body: Option<(&'a str, &'a [u8])>,
 }
 
 /// Starts a response to `request`. The reason phrase defaults to RFC 3261's for the code.
@@ -151,6 +153,7 @@ pub fn response_to(request: &Message, status: u16) -> ResponseBuilder<'_> {
         retry_after: None,
         extra: Vec::new(),
         top_via_params: &[],
+        body: None,
     }
 }
 
@@ -182,6 +185,12 @@ impl<'a> ResponseBuilder<'a> {
     #[must_use]
     pub fn header(mut self, name: &'a str, value: &'a [u8]) -> Self {
         self.extra.push((name, value));
+        self
+    }
+    /// A body of type `content_type` (a 2xx's session description, RFC 3264).
+    #[must_use]
+    pub fn body(mut self, content_type: &'a str, body: &'a [u8]) -> Self {
+        self.body = Some((content_type, body));
         self
     }
 
@@ -253,7 +262,19 @@ impl<'a> ResponseBuilder<'a> {
         for (name, value) in &self.extra {
             put_header(&mut out, name, value);
         }
-        out.put_slice(b"Content-Length: 0\r\n\r\n");
+        match self.body {
+            Some((content_type, body)) if !body.is_empty() => {
+                put_header(&mut out, "Content-Type", content_type.as_bytes());
+                put_header(
+                    &mut out,
+                    "Content-Length",
+                    itoa::Buffer::new().format(body.len()).as_bytes(),
+                );
+                out.put_slice(b"\r\n");
+                out.put_slice(body);
+            }
+            _ => out.put_slice(b"Content-Length: 0\r\n\r\n"),
+        }
         out.freeze()
     }
 }

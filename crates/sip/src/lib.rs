@@ -26,6 +26,7 @@ pub use uri::{Host, NameAddr, Uri};
 pub use via::{BadParam, Oc, OcSeq, Via};
 pub mod edit;
 mod framing;
+pub mod sdp;
 pub use framing::StreamFramer;
 mod owned;
 mod validate;

@@ -170,6 +170,30 @@ Content-Length: 0\r\n\r\n"
 }
 
 #[test]
+fn a_2xx_with_a_session_description_carries_its_type_and_length() {
+    let req = parse(INVITE);
+    let ok = edit::response_to(&req, 200)
+        .to_tag("u1")
+        .header("Contact", b"<sip:uas@192.0.2.9>")
+        .body("application/sdp", b"v=0\r\n")
+        .build();
+    assert_eq!(
+        std::str::from_utf8(&ok).unwrap(),
+        "SIP/2.0 200 OK\r\n\
+Via: SIP/2.0/UDP pc33.atlanta.example.com;branch=z9hG4bK776asdhds;rport\r\n\
+From: Alice <sip:alice@atlanta.example.com>;tag=1928301774\r\n\
+To: Bob <sip:bob@biloxi.example.com>;tag=u1\r\n\
+Call-ID: a84b4c76e66710\r\n\
+CSeq: 314159 INVITE\r\n\
+Contact: <sip:uas@192.0.2.9>\r\n\
+Content-Type: application/sdp\r\n\
+Content-Length: 5\r\n\r\n\
+v=0\r\n"
+    );
+    assert_eq!(parse(std::str::from_utf8(&ok).unwrap()).body().len(), 5);
+}
+
+#[test]
 fn generated_503_carries_oc_parameters_on_the_top_via_only() {
     // The client declared support (`oc`, `oc-algo`) in its Via, sent as one compact
     // header with two values; the server's parameters replace the valueless `oc` and the
