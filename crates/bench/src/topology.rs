@@ -291,8 +291,6 @@ struct Plan {
     title: String,
     variants: Vec<HopVariant>,
     loads: Vec<f64>,
-    /// Each source's share of the offered load (one UAC and SE per source).
-    shares: Vec<f64>,
     experiment: Option<Experiment>,
     /// A dynamic experiment's schedules: one run per variant, each UAC on its schedule.
     dynamic: Option<Dynamic>,
@@ -364,14 +362,15 @@ fn plan_variants(args: &OverloadConfig) -> Result<Plan, String> {
         };
         let mut variants = Vec::new();
         for s in specs.iter().filter(|s| !s.is_empty()) {
-            variants.push(variant_from_spec(s, args.capacity, args.budget_delay_ms)?);
+            let mut v = variant_from_spec(s, args.capacity, args.budget_delay_ms)?;
+            v.scenario.sources = equal_sources(ses);
+            variants.push(v);
         }
         return Ok(Plan {
             name: "live-hop".into(),
             title: format!("Live hop-by-hop overload control, {ses} SEs -> RE"),
             variants,
             loads: DEFAULT_LOADS.to_vec(),
-            shares: vec![1.0; ses],
             experiment: None,
             dynamic: None,
             skipped: Vec::new(),
@@ -397,7 +396,6 @@ fn plan_variants(args: &OverloadConfig) -> Result<Plan, String> {
     }
     let mut variants: Vec<HopVariant> = Vec::new();
     let mut loads: Vec<f64> = Vec::new();
-    let mut shares = Vec::new();
     if let Some(unknown) = args
         .only
         .iter()
@@ -426,7 +424,14 @@ fn plan_variants(args: &OverloadConfig) -> Result<Plan, String> {
         if args.ses.is_some() {
             sc.sources = equal_sources(ses);
         }
-        shares = sc.sources.iter().map(|s| s.share).collect();
+        if sc.sources.is_empty()
+            || sc
+                .sources
+                .iter()
+                .any(|s| !(s.share >= 0.0 && s.share.is_finite()))
+        {
+            return Err(format!("{}: the sources need shares >= 0", e.name));
+        }
         set_budget_delay(&mut sc, args.budget_delay_ms);
         // A label ending in `/rate`, `/loss` or `/sluicewin` picks the wire format, as in
         // --variants; otherwise the algorithm's first.
@@ -438,22 +443,23 @@ fn plan_variants(args: &OverloadConfig) -> Result<Plan, String> {
         v.experiment_label = Some(p.variant.clone());
         variants.push(v);
     }
-    if shares.is_empty() || shares.iter().any(|s| !(*s >= 0.0 && s.is_finite())) {
-        return Err(format!("{}: the sources need shares >= 0", e.name));
-    }
     if let Some(d) = &dynamic {
         loads = vec![d.peak_load()];
     }
     Ok(Plan {
         name: e.name.clone(),
-        title: format!("{} (live, {} SEs)", e.title, shares.len()),
+        title: format!("{} (live)", e.title),
         variants,
         loads,
-        shares,
         experiment: Some(e),
         dynamic,
         skipped: Vec::new(),
     })
+}
+
+/// Each source's share of the offered load (one UAC and SE per source).
+fn shares_of(v: &HopVariant) -> Vec<f64> {
+    v.scenario.sources.iter().map(|s| s.share).collect()
 }
 
 fn equal_sources(n: usize) -> Vec<SourceConfig> {
@@ -981,11 +987,11 @@ pub fn bench(args: &OverloadConfig, console: &dyn Console) -> Result<(), String>
             hold: args.hold,
         },
     };
-    let sources = plan.shares.len();
     for (label, why) in &plan.skipped {
         say!(console, "{label}: not run live: {why}");
     }
     for v in &plan.variants {
+        let sources = v.scenario.sources.len();
         let links = link_impairments(&v.scenario, args.link_jitter_ms)?;
         say!(
             console,
@@ -1019,7 +1025,7 @@ pub fn bench(args: &OverloadConfig, console: &dyn Console) -> Result<(), String>
             let (p, e) = run_point(
                 &plan.name,
                 v,
-                &plan.shares,
+                &shares_of(v),
                 x,
                 timing,
                 plan.dynamic.as_ref(),
@@ -1145,7 +1151,12 @@ pub fn bench(args: &OverloadConfig, console: &dyn Console) -> Result<(), String>
             ),
             expectation: experiment.map(|e| e.expectation.clone()).unwrap_or_default(),
             notes: vec![format!(
-                "{sources} UACs -> {sources} SEs -> RE; {} variant(s) at {} load(s), {} s of arrivals a point.",
+                "One UAC per SE -> SEs -> RE ({} SEs); {} variant(s) at {} load(s), {} s of arrivals a point.",
+                plan.variants
+                    .iter()
+                    .map(|v| v.scenario.sources.len().to_string())
+                    .collect::<Vec<_>>()
+                    .join(", "),
                 plan.variants.len(),
                 loads.len(),
                 timing.duration
@@ -1380,6 +1391,53 @@ mod tests {
     }
 
     #[test]
+    fn a_tcp_experiment_runs_in_the_topology_each_variant_with_its_own_ses() {
+        let path =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../../experiments/shen2010-fig16.toml");
+        let args = OverloadConfig {
+            experiment: Some(path.clone()),
+            ..OverloadConfig::default()
+        };
+        assert!(is_topology(&args).unwrap(), "TCP hops make it a topology");
+        let plan = plan(&args).unwrap();
+        let ses: Vec<(usize, bool)> = plan
+            .variants
+            .iter()
+            .map(|v| (v.scenario.sources.len(), v.scenario.se.tcp.smart_forwarding))
+            .collect();
+        assert_eq!(
+            ses,
+            [
+                (1, false),
+                (1, true),
+                (3, false),
+                (3, true),
+                (10, false),
+                (10, true)
+            ]
+        );
+        // ECS's INVITE-connection buffer has no live counterpart: said, not run.
+        assert_eq!(plan.skipped.len(), 3);
+        assert!(plan.skipped.iter().all(|(label, _)| label.contains("ECS")));
+        let only = OverloadConfig {
+            experiment: Some(path.clone()),
+            only: vec!["3 SEs, ICS+BM+SF".into()],
+            ..OverloadConfig::default()
+        };
+        let plan = super::plan(&only).unwrap();
+        assert_eq!(plan.variants.len(), 1);
+        assert_eq!(shares_of(&plan.variants[0]), [1.0; 3]);
+        let unknown = OverloadConfig {
+            experiment: Some(path),
+            only: vec!["3 SEs".into()],
+            ..OverloadConfig::default()
+        };
+        assert!(super::plan(&unknown)
+            .unwrap_err()
+            .contains("no such variant"));
+    }
+
+    #[test]
     fn the_default_plan_runs_every_feedback_variant_at_the_default_loads() {
         let args = OverloadConfig {
             ses: Some(2),
@@ -1389,7 +1447,9 @@ mod tests {
         let plan = plan(&args).unwrap();
         assert_eq!(plan.variants.len(), HOP_VARIANTS.split(',').count());
         assert_eq!(plan.loads, DEFAULT_LOADS);
-        assert_eq!(plan.shares, [1.0, 1.0]);
+        for v in &plan.variants {
+            assert_eq!(shares_of(v), [1.0, 1.0]);
+        }
         for v in &plan.variants {
             assert!(
                 (v.scenario.capacity_cps() - 300.0).abs() < 1.0,
