@@ -337,9 +337,15 @@ pub type UasThread = std::thread::JoinHandle<std::io::Result<shell::Run<sluice_l
 /// The UAS of one point (its counters are the point's): its address, the flag that stops
 /// it, and its thread. It stops by itself 120 s after `duration` in any case.
 pub fn start_uas(duration: f64) -> Result<(SocketAddr, Arc<AtomicBool>, UasThread), String> {
-    let socket = UasSocket::bind(false)?;
+    let socket = UasSocket::bind(None)?;
     let addr = socket.local_addr()?;
-    let (flag, thread) = start_uas_on(socket, None, duration, &CallConfig::default())?;
+    let (flag, thread) = start_uas_on(
+        socket,
+        None,
+        duration,
+        &CallConfig::default(),
+        shell::tcp::TcpConfig::default(),
+    )?;
     Ok((addr, flag, thread))
 }
 
@@ -352,13 +358,13 @@ pub enum UasSocket {
 }
 
 impl UasSocket {
-    /// A fresh loopback port, over TCP or UDP.
-    pub fn bind(tcp: bool) -> Result<UasSocket, String> {
+    /// A fresh loopback port, over UDP, or over TCP with connections as `tcp` says.
+    pub fn bind(tcp: Option<&shell::tcp::TcpConfig>) -> Result<UasSocket, String> {
         let any = SocketAddr::from(([127, 0, 0, 1], 0));
-        let socket = if tcp {
-            shell::tcp::bind_tcp(any).map(UasSocket::Tcp)
-        } else {
-            shell::bind_udp(any).map(UasSocket::Udp)
+        let socket = match tcp {
+            Some(t) => shell::tcp::bind_tcp_with_buffers(any, t.send_buffer, t.receive_buffer)
+                .map(UasSocket::Tcp),
+            None => shell::bind_udp(any).map(UasSocket::Udp),
         };
         socket.map_err(|e| e.to_string())
     }
@@ -380,6 +386,7 @@ pub fn start_uas_on(
     contact: Option<SocketAddr>,
     duration: f64,
     call: &CallConfig,
+    tcp: shell::tcp::TcpConfig,
 ) -> Result<(Arc<AtomicBool>, UasThread), String> {
     let local = socket.local_addr()?;
     let mut cfg = UasConfig::new(local);
@@ -393,9 +400,7 @@ pub fn start_uas_on(
     };
     let thread = std::thread::spawn(move || match socket {
         UasSocket::Udp(s) => shell::run_uas(s, cfg, &stop),
-        UasSocket::Tcp(l) => {
-            shell::tcp::run_uas_tcp(l, cfg, shell::tcp::TcpConfig::default(), &stop)
-        }
+        UasSocket::Tcp(l) => shell::tcp::run_uas_tcp(l, cfg, tcp, &stop),
     });
     Ok((flag, thread))
 }

@@ -137,8 +137,6 @@ pub struct HopVariant {
     /// The scenario scaled to the live capacity: the simulator runs it as it is, and its
     /// `re` and `se` tables are the live proxies' configurations.
     pub scenario: Scenario,
-    /// The experiment's label of the variant, to find its simulated points.
-    pub experiment_label: Option<String>,
 }
 
 fn wire_name(w: OcAlgorithm) -> &'static str {
@@ -238,7 +236,6 @@ pub fn variant(
         label,
         algorithm: algorithm_name,
         scenario: sc,
-        experiment_label: None,
     })
 }
 
@@ -388,12 +385,9 @@ fn plan_variants(args: &OverloadConfig) -> Result<Plan, String> {
     } else {
         None
     };
-    if dynamic.is_none() && e.x_name != "offered_load" {
-        return Err(format!(
-            "{}: the live topology sweeps offered load, not {}",
-            e.name, e.x_name
-        ));
-    }
+    // A sweep of a parameter (an RE buffer, say) runs each of its values as a variant of
+    // its own at the experiment's offered load.
+    let parameter_sweep = dynamic.is_none() && e.x_name != "offered_load";
     let mut variants: Vec<HopVariant> = Vec::new();
     let mut loads: Vec<f64> = Vec::new();
     if let Some(unknown) = args
@@ -413,10 +407,12 @@ fn plan_variants(args: &OverloadConfig) -> Result<Plan, String> {
         if !loads.iter().any(|l| (l - p.offered_load).abs() < 1e-9) {
             loads.push(p.offered_load);
         }
-        if variants
-            .iter()
-            .any(|v| v.experiment_label.as_deref() == Some(p.variant.as_str()))
-        {
+        let label = if parameter_sweep {
+            format!("{}, {} = {}", p.variant, e.x_name, p.x)
+        } else {
+            p.variant.clone()
+        };
+        if variants.iter().any(|v| v.label == label) {
             continue;
         }
         let mut sc = p.scenario.clone();
@@ -439,9 +435,7 @@ fn plan_variants(args: &OverloadConfig) -> Result<Plan, String> {
             .variant
             .rsplit_once('/')
             .and_then(|(_, w)| OcAlgorithm::from_token(w));
-        let mut v = variant(&p.variant, sc, wire)?;
-        v.experiment_label = Some(p.variant.clone());
-        variants.push(v);
+        variants.push(variant(&label, sc, wire)?);
     }
     if let Some(d) = &dynamic {
         loads = vec![d.peak_load()];
@@ -660,6 +654,7 @@ impl Wiring {
 pub(crate) fn proxy_configs(v: &HopVariant, w: &Wiring) -> (ProxyConfig, Vec<ProxyConfig>) {
     let mut re = v.scenario.re_proxy(w.re, w.uas_front, &w.ses_seen);
     re.advertise.clone_from(&w.re_advertise);
+    socket_defaults(&v.scenario, &mut re);
     let ses = w
         .ses
         .iter()
@@ -667,10 +662,41 @@ pub(crate) fn proxy_configs(v: &HopVariant, w: &Wiring) -> (ProxyConfig, Vec<Pro
         .map(|(i, &addr)| {
             let mut se = v.scenario.se_proxy(i, addr, w.re_front);
             se.advertise.clone_from(&w.ses_advertise[i]);
+            socket_defaults(&v.scenario, &mut se);
             se
         })
         .collect();
     (re, ses)
+}
+
+/// With TCP hops, the socket buffers a proxy's `tcp` table leaves at 0 get the scenario's
+/// sizes, as the simulator's sockets do: the kernel's defaults would grow by autotuning
+/// into megabytes of backlog the model does not have.
+fn socket_defaults(sc: &Scenario, proxy: &mut ProxyConfig) {
+    if !sc.uses_tcp() {
+        return;
+    }
+    let t = &mut proxy.tcp;
+    for (size, default) in [
+        (&mut t.listen_send_buffer, sc.tcp.send_buffer),
+        (&mut t.listen_receive_buffer, sc.tcp.receive_buffer),
+        (&mut t.next_hop_send_buffer, sc.tcp.send_buffer),
+        (&mut t.next_hop_receive_buffer, sc.tcp.receive_buffer),
+    ] {
+        if *size == 0 {
+            *size = default;
+        }
+    }
+}
+
+/// The user agents' TCP: the scenario's socket buffers and write queue.
+fn ua_tcp_config(sc: &Scenario) -> shell::tcp::TcpConfig {
+    shell::tcp::TcpConfig {
+        send_buffer: sc.tcp.send_buffer,
+        receive_buffer: sc.tcp.receive_buffer,
+        write_queue_bytes: sc.tcp.ua_write_queue,
+        ..shell::tcp::TcpConfig::default()
+    }
 }
 
 /// Starts the RE (next hop the UAS) and one SE per source (next hop the RE), as `w` wires
@@ -735,18 +761,20 @@ fn run_point(
     let drain = 2.0;
     let budget = duration + drain + 30.0;
     let sc = &v.scenario;
+    let ua_tcp = ua_tcp_config(sc);
     // The RE reaches the callee over TCP when it sends to its next hops over TCP.
-    let uas_socket = UasSocket::bind(sc.re.tcp.to_next_hops)?;
+    let uas_socket = UasSocket::bind(sc.re.tcp.to_next_hops.then_some(&ua_tcp))?;
     let uas_addr = uas_socket.local_addr()?;
     let wiring = Wiring::new(v, shares.len(), uas_addr, link_jitter_ms, budget)?;
     let contact = wiring.relays.is_some().then_some(wiring.uas_front);
-    let (uas_flag, uas) = match start_uas_on(uas_socket, contact, duration, &sc.call) {
-        Ok(u) => u,
-        Err(e) => {
-            wiring.stop();
-            return Err(e);
-        }
-    };
+    let (uas_flag, uas) =
+        match start_uas_on(uas_socket, contact, duration, &sc.call, ua_tcp.clone()) {
+            Ok(u) => u,
+            Err(e) => {
+                wiring.stop();
+                return Err(e);
+            }
+        };
     let proxies = match start_proxies(v, &wiring, budget) {
         Ok(p) => p,
         Err(e) => {
@@ -763,6 +791,7 @@ fn run_point(
     };
     let targets = wiring.ses_front.clone();
     let (callers_tcp, body_bytes) = (sc.tcp.callers, sc.call.body_bytes);
+    let ua_tcp = &ua_tcp;
     let runs: Vec<Result<(Vec<SecondRow>, UacSummary), String>> = std::thread::scope(|scope| {
         let handles: Vec<_> = targets
             .iter()
@@ -807,13 +836,7 @@ fn run_point(
                     let run = match socket {
                         Some(socket) => shell::run_uac(socket, cfg, &stop, on_row),
                         // One connection per caller, as the simulator's callers have.
-                        None => shell::tcp::run_uac_tcp(
-                            any,
-                            cfg,
-                            shell::tcp::TcpConfig::default(),
-                            &stop,
-                            on_row,
-                        ),
+                        None => shell::tcp::run_uac_tcp(any, cfg, ua_tcp.clone(), &stop, on_row),
                     }
                     .map_err(|e| format!("uac: {e}"))?;
                     Ok((rows, run.summary))
@@ -1435,6 +1458,29 @@ mod tests {
         assert!(super::plan(&unknown)
             .unwrap_err()
             .contains("no such variant"));
+    }
+
+    #[test]
+    fn a_parameter_sweep_runs_each_value_as_a_variant_at_the_experiments_load() {
+        let path =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../../experiments/shen2010-fig19-20.toml");
+        let args = OverloadConfig {
+            experiment: Some(path),
+            ..OverloadConfig::default()
+        };
+        let plan = plan(&args).unwrap();
+        assert_eq!(plan.loads, [11.5]);
+        let buffers: Vec<usize> = plan
+            .variants
+            .iter()
+            .map(|v| v.scenario.re.tcp.listen_receive_buffer)
+            .collect();
+        assert_eq!(buffers[..4], [1024, 1536, 2048, 3072]);
+        assert_eq!(buffers.len(), 12);
+        assert_eq!(
+            plan.variants[2].label,
+            "10 SEs, ICS+BM+SF, re.tcp.listen_receive_buffer = 2048"
+        );
     }
 
     #[test]

@@ -461,6 +461,14 @@ async fn run_connection(
     events: mpsc::UnboundedSender<ConnEvent>,
     config: TcpConfig,
 ) {
+    // A receive buffer minimised to a couple of messages must open its window as soon as
+    // it is read: a delayed ACK (up to 40 ms on Linux) would hold the sender's bytes
+    // unsent that long, and smart forwarding there would reject calls the receiver could
+    // take.
+    let quick_ack = match connect_how {
+        Connect::Ready(_) => config.listen_receive_buffer > 0,
+        Connect::To(_) => config.next_hop_receive_buffer > 0,
+    };
     let stream = match connect_how {
         Connect::Ready(s) => s,
         Connect::To(to) => match connect(to, &config).await {
@@ -588,6 +596,10 @@ async fn run_connection(
                 }
                 if let Some(reason) = closed {
                     break reason;
+                }
+                if quick_ack && read_this_turn > 0 {
+                    // The kernel clears it again after a while: set it on every read.
+                    let _ = socket2::SockRef::from(&*stream).set_quickack(true);
                 }
             }
             w = writes.recv(), if writing.is_none() => {

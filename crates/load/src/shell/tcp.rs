@@ -65,6 +65,10 @@ pub struct TcpConfig {
     /// Most connections at once; past it the UAS closes new ones at once and the UAC's
     /// message for a new one is dropped (both counted as failed).
     pub max_connections: usize,
+    /// SO_SNDBUF and SO_RCVBUF of the UAC's connections, bytes (0: the kernel's default,
+    /// which it tunes). The UAS's are its listener's: [`bind_tcp_with_buffers`].
+    pub send_buffer: usize,
+    pub receive_buffer: usize,
 }
 
 impl Default for TcpConfig {
@@ -74,6 +78,8 @@ impl Default for TcpConfig {
             write_queue_bytes: 4 << 20,
             max_message_size: Limits::STREAM.max_message_size,
             max_connections: 10_000,
+            send_buffer: 0,
+            receive_buffer: 0,
         }
     }
 }
@@ -188,6 +194,8 @@ enum Start {
     Connect {
         local: SocketAddr,
         remote: SocketAddr,
+        /// SO_SNDBUF and SO_RCVBUF (0: the kernel's).
+        buffers: (usize, usize),
     },
     Ready(TcpStream),
 }
@@ -269,7 +277,16 @@ impl<K: Key> Conns<K> {
             (true, _) => self.route.get(&key),
             (false, Some(remote)) => {
                 let local = self.bind;
-                self.open(key, remote, Start::Connect { local, remote })
+                let buffers = (self.cfg.send_buffer, self.cfg.receive_buffer);
+                self.open(
+                    key,
+                    remote,
+                    Start::Connect {
+                        local,
+                        remote,
+                        buffers,
+                    },
+                )
             }
             (false, None) => None,
         };
@@ -420,7 +437,11 @@ impl Connection {
     async fn run(self, start: Start, rx: mpsc::UnboundedReceiver<Bytes>) {
         let stream = match start {
             Start::Ready(stream) => Ok(stream),
-            Start::Connect { local, remote } => connect(local, remote).await,
+            Start::Connect {
+                local,
+                remote,
+                buffers,
+            } => connect(local, remote, buffers).await,
         };
         let Ok(stream) = stream else {
             let _ = self.reports.send(Report::ConnectFailed(self.id)).await;
@@ -507,12 +528,23 @@ impl Connection {
     }
 }
 
-async fn connect(local: SocketAddr, remote: SocketAddr) -> io::Result<TcpStream> {
+async fn connect(
+    local: SocketAddr,
+    remote: SocketAddr,
+    (send_buffer, receive_buffer): (usize, usize),
+) -> io::Result<TcpStream> {
     let socket = if remote.is_ipv4() {
         TcpSocket::new_v4()?
     } else {
         TcpSocket::new_v6()?
     };
+    // Before the handshake, so that the window scale fits the buffer.
+    if send_buffer > 0 {
+        socket.set_send_buffer_size(u32::try_from(send_buffer).unwrap_or(u32::MAX))?;
+    }
+    if receive_buffer > 0 {
+        socket.set_recv_buffer_size(u32::try_from(receive_buffer).unwrap_or(u32::MAX))?;
+    }
     // A fixed local port can be taken again while its last connection is in TIME_WAIT.
     if local.port() != 0 {
         socket.set_reuseaddr(true)?;
@@ -638,8 +670,24 @@ async fn drive<C: Core, K: Key>(
 /// Binds a non-blocking TCP listener (address reuse on, so that a restarted UAS gets its
 /// port back while old connections are in TIME_WAIT).
 pub fn bind_tcp(addr: SocketAddr) -> io::Result<std::net::TcpListener> {
+    bind_tcp_with_buffers(addr, 0, 0)
+}
+
+/// [`bind_tcp`] whose accepted connections have these SO_SNDBUF and SO_RCVBUF sizes,
+/// bytes (0: the kernel's default).
+pub fn bind_tcp_with_buffers(
+    addr: SocketAddr,
+    send_buffer: usize,
+    receive_buffer: usize,
+) -> io::Result<std::net::TcpListener> {
     let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
     socket.set_reuse_address(true)?;
+    if send_buffer > 0 {
+        socket.set_send_buffer_size(send_buffer)?;
+    }
+    if receive_buffer > 0 {
+        socket.set_recv_buffer_size(receive_buffer)?;
+    }
     socket.bind(&addr.into())?;
     socket.listen(1024)?;
     socket.set_nonblocking(true)?;
@@ -679,7 +727,7 @@ pub fn run_uac_tcp(
         let (reports_tx, mut reports) = mpsc::channel(REPORT_QUEUE);
         let first = match connections {
             Connections::Shared => {
-                let stream = connect(bind, target)
+                let stream = connect(bind, target, (tcp.send_buffer, tcp.receive_buffer))
                     .await
                     .map_err(|e| io::Error::new(e.kind(), format!("connect to {target}: {e}")))?;
                 cfg.local = stream.local_addr()?;
