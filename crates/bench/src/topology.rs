@@ -291,8 +291,6 @@ struct Plan {
     experiment: Option<Experiment>,
     /// A dynamic experiment's schedules: one run per variant, each UAC on its schedule.
     dynamic: Option<Dynamic>,
-    /// Variants of the experiment the live topology cannot run, and why.
-    skipped: Vec<(String, &'static str)>,
 }
 
 fn plan(args: &OverloadConfig) -> Result<Plan, String> {
@@ -326,18 +324,6 @@ fn plan(args: &OverloadConfig) -> Result<Plan, String> {
             ));
         }
     }
-    // ECS minimises the RE's receive buffer of the SEs' INVITE connections only; the live
-    // RE has one listener and cannot tell them from the others when it accepts them.
-    let (ecs_buffer, kept): (Vec<HopVariant>, Vec<HopVariant>) = std::mem::take(&mut plan.variants)
-        .into_iter()
-        .partition(|v| v.scenario.tcp.re_invite_receive_buffer > 0);
-    plan.variants = kept;
-    plan.skipped.extend(ecs_buffer.into_iter().map(|v| {
-        (
-            v.label,
-            "a receive buffer for the INVITE connections alone (tcp.re_invite_receive_buffer) is simulated only",
-        )
-    }));
     Ok(plan)
 }
 
@@ -370,7 +356,6 @@ fn plan_variants(args: &OverloadConfig) -> Result<Plan, String> {
             loads: DEFAULT_LOADS.to_vec(),
             experiment: None,
             dynamic: None,
-            skipped: Vec::new(),
         });
     };
     let e = read_experiment(path)?;
@@ -447,7 +432,6 @@ fn plan_variants(args: &OverloadConfig) -> Result<Plan, String> {
         loads,
         experiment: Some(e),
         dynamic,
-        skipped: Vec::new(),
     })
 }
 
@@ -1010,9 +994,6 @@ pub fn bench(args: &OverloadConfig, console: &dyn Console) -> Result<(), String>
             hold: args.hold,
         },
     };
-    for (label, why) in &plan.skipped {
-        say!(console, "{label}: not run live: {why}");
-    }
     for v in &plan.variants {
         let sources = v.scenario.sources.len();
         let links = link_impairments(&v.scenario, args.link_jitter_ms)?;
@@ -1433,15 +1414,24 @@ mod tests {
             [
                 (1, false),
                 (1, true),
+                (1, true),
                 (3, false),
                 (3, true),
+                (3, true),
                 (10, false),
+                (10, true),
                 (10, true)
             ]
         );
-        // ECS's INVITE-connection buffer has no live counterpart: said, not run.
-        assert_eq!(plan.skipped.len(), 3);
-        assert!(plan.skipped.iter().all(|(label, _)| label.contains("ECS")));
+        // ECS+BM minimises the RE's buffer of the INVITE connections only.
+        let ecs = &plan.variants[2].scenario.re.tcp;
+        assert_eq!(
+            (
+                ecs.listen_receive_buffer,
+                ecs.invite_connection_receive_buffer
+            ),
+            (0, 2048)
+        );
         let only = OverloadConfig {
             experiment: Some(path.clone()),
             only: vec!["3 SEs, ICS+BM+SF".into()],

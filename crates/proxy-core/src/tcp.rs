@@ -68,6 +68,16 @@ pub struct TcpConfig {
     /// SO_RCVBUF of accepted connections, bytes (buffer minimisation at the receiving
     /// server: the paper recommends room for a couple of INVITEs, 2 KB). 0: kernel default.
     pub listen_receive_buffer: usize,
+    /// SO_RCVBUF of an accepted connection whose first message is an INVITE, bytes; 0:
+    /// `listen_receive_buffer`. With ECS the sending server opens a connection for its
+    /// new INVITEs alone, and ECS+BM minimises the buffer of that connection only (Shen
+    /// and Schulzrinne 2010, §6.1, Fig. 9), which the receiver knows by its first message
+    /// (the other connection begins with an ACK or a response; under ICS the one
+    /// connection begins with an INVITE too). Every accepted connection starts with this
+    /// buffer, since Linux negotiates the window for the buffer a connection starts with
+    /// (shrunk afterwards, windows stalled), and one whose first message is not an
+    /// INVITE then gets `listen_receive_buffer`, or 64 KiB if that is 0.
+    pub invite_connection_receive_buffer: usize,
     /// SO_SNDBUF of accepted connections, bytes. 0: kernel default.
     pub listen_send_buffer: usize,
     /// SO_RCVBUF of connections to next hops, bytes. 0: kernel default.
@@ -106,6 +116,7 @@ impl Default for TcpConfig {
             smart_forwarding: false,
             application_buffer: 65_536,
             listen_receive_buffer: 0,
+            invite_connection_receive_buffer: 0,
             listen_send_buffer: 0,
             next_hop_receive_buffer: 0,
             next_hop_send_buffer: 0,
@@ -121,6 +132,25 @@ impl Default for TcpConfig {
 }
 
 impl TcpConfig {
+    /// SO_RCVBUF an accepted connection starts with (0: the kernel's default).
+    pub fn accepted_receive_buffer(&self) -> usize {
+        if self.invite_connection_receive_buffer > 0 {
+            self.invite_connection_receive_buffer
+        } else {
+            self.listen_receive_buffer
+        }
+    }
+
+    /// SO_RCVBUF of an accepted connection that began with the INVITE connections'
+    /// buffer, once its first message, `first`, has arrived.
+    pub fn accepted_receive_buffer_after(&self, first: &[u8]) -> usize {
+        match (first.starts_with(b"INVITE "), self.listen_receive_buffer) {
+            (true, _) => self.accepted_receive_buffer(),
+            (false, 0) => 64 * 1024,
+            (false, size) => size,
+        }
+    }
+
     /// Ranges serde cannot check; the message names the key.
     pub fn validate(&self) -> Result<(), String> {
         let positive = [

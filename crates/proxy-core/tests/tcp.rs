@@ -350,3 +350,33 @@ fn feedback_reaches_a_neighbour_that_connects_over_tcp() {
     let trying = out.iter().find(|t| status_of(t) == Some(100)).unwrap();
     assert!(!text(trying).contains("oc-seq"), "{}", text(trying));
 }
+
+#[test]
+fn ecs_bm_minimises_the_buffers_of_connections_that_begin_with_an_invite_only() {
+    let ecs_bm = TcpConfig {
+        invite_connection_receive_buffer: 2048,
+        listen_receive_buffer: 32_768,
+        ..TcpConfig::default()
+    };
+    // Every accepted connection starts small: the kernel sizes the window for it then.
+    assert_eq!(ecs_bm.accepted_receive_buffer(), 2048);
+    let invite = invite("ecs-1", "TCP");
+    assert_eq!(
+        ecs_bm.accepted_receive_buffer_after(invite.as_bytes()),
+        2048
+    );
+    assert_eq!(
+        ecs_bm.accepted_receive_buffer_after(bye("ecs-1").as_bytes()),
+        32_768
+    );
+    let kernel_default = TcpConfig {
+        invite_connection_receive_buffer: 2048,
+        ..TcpConfig::default()
+    };
+    assert_eq!(
+        kernel_default.accepted_receive_buffer_after(b"SIP/2.0 200 OK\r\n"),
+        64 * 1024
+    );
+    // Without it, the listener's buffer as configured (0: the kernel's).
+    assert_eq!(TcpConfig::default().accepted_receive_buffer(), 0);
+}

@@ -174,8 +174,8 @@ pub fn raise_open_files_limit() -> u64 {
 pub(crate) fn listener(addr: SocketAddr, config: &TcpConfig) -> io::Result<std::net::TcpListener> {
     let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
     socket.set_reuse_address(true)?;
-    if config.listen_receive_buffer > 0 {
-        socket.set_recv_buffer_size(config.listen_receive_buffer)?;
+    if config.accepted_receive_buffer() > 0 {
+        socket.set_recv_buffer_size(config.accepted_receive_buffer())?;
     }
     if config.listen_send_buffer > 0 {
         socket.set_send_buffer_size(config.listen_send_buffer)?;
@@ -466,9 +466,15 @@ async fn run_connection(
     // unsent that long, and smart forwarding there would reject calls the receiver could
     // take.
     let quick_ack = match connect_how {
-        Connect::Ready(_) => config.listen_receive_buffer > 0,
+        Connect::Ready(_) => {
+            config.listen_receive_buffer > 0 || config.invite_connection_receive_buffer > 0
+        }
         Connect::To(_) => config.next_hop_receive_buffer > 0,
     };
+    // An accepted connection begins with the INVITE connections' receive buffer when there
+    // is one, and gets the others' if its first message is not an INVITE.
+    let mut invite_buffer_pending =
+        matches!(connect_how, Connect::Ready(_)) && config.invite_connection_receive_buffer > 0;
     let stream = match connect_how {
         Connect::Ready(s) => s,
         Connect::To(to) => match connect(to, &config).await {
@@ -516,6 +522,13 @@ async fn run_connection(
             };
             if framed.is_err() {
                 break CloseReason::BadFraming;
+            }
+            if let (true, Some(first)) = (invite_buffer_pending, waiting.front()) {
+                invite_buffer_pending = false;
+                if !first.starts_with(b"INVITE ") {
+                    let _ = socket2::SockRef::from(&*stream)
+                        .set_recv_buffer_size(config.accepted_receive_buffer_after(first));
+                }
             }
             if waiting.is_empty() {
                 // Only part of a message yet: a turn begins with its first whole one.

@@ -268,10 +268,7 @@ impl Engine {
         let sockets = (0..topo.nodes())
             .map(|k| match topo.role(NodeId(k as u32)) {
                 Role::Se(_) => Sockets::of_proxy(&sc.se.tcp, send, receive),
-                Role::Re => Sockets {
-                    accepted_invites_receive: sc.tcp.re_invite_receive_buffer as u64,
-                    ..Sockets::of_proxy(&sc.re.tcp, send, receive)
-                },
+                Role::Re => Sockets::of_proxy(&sc.re.tcp, send, receive),
                 Role::Caller(_) | Role::Callee => ua,
             })
             .collect();

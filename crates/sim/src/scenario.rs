@@ -241,12 +241,6 @@ pub struct TcpModel {
     /// Bytes a user agent queues in user space per connection when its send buffer is
     /// full; a message that does not fit is dropped (the proxies have `tcp.write_queue_bytes`).
     pub ua_write_queue: usize,
-    /// The RE's receive buffer on the INVITE connections of ECS (`se.tcp.connection_split
-    /// = "ecs"`), bytes; 0: `re.tcp.listen_receive_buffer` like every connection it accepts.
-    /// ECS+BM minimises the buffers of the INVITE connection only (§6.1, Fig. 9); an RE
-    /// tells it apart by listening for it on a port of its own, which the simulator does
-    /// not model.
-    pub re_invite_receive_buffer: usize,
 }
 
 impl Default for TcpModel {
@@ -256,7 +250,6 @@ impl Default for TcpModel {
             send_buffer: 16 * 1024,
             receive_buffer: 64 * 1024,
             ua_write_queue: 1 << 20,
-            re_invite_receive_buffer: 0,
         }
     }
 }
@@ -601,11 +594,6 @@ impl Scenario {
         };
         sized("tcp.send_buffer", self.tcp.send_buffer, false)?;
         sized("tcp.receive_buffer", self.tcp.receive_buffer, false)?;
-        sized(
-            "tcp.re_invite_receive_buffer",
-            self.tcp.re_invite_receive_buffer,
-            true,
-        )?;
         if self.tcp.ua_write_queue > TcpModel::MAX_BUFFER {
             return Err(format!(
                 "tcp.ua_write_queue = {}: allowed up to {} bytes",
@@ -617,6 +605,10 @@ impl Scenario {
             for (key, v) in [
                 ("listen_send_buffer", t.listen_send_buffer),
                 ("listen_receive_buffer", t.listen_receive_buffer),
+                (
+                    "invite_connection_receive_buffer",
+                    t.invite_connection_receive_buffer,
+                ),
                 ("next_hop_send_buffer", t.next_hop_send_buffer),
                 ("next_hop_receive_buffer", t.next_hop_receive_buffer),
             ] {

@@ -46,8 +46,8 @@ pub(crate) struct Sockets {
     pub opened_receive: u64,
     pub write_queue: u64,
     pub max_message: usize,
-    /// The receive buffer of accepted ECS INVITE connections, when they have one of their
-    /// own (0: `accepted_receive`).
+    /// The receive buffer of an accepted connection whose first message is an INVITE,
+    /// when it has one of its own (0: `accepted_receive`).
     pub accepted_invites_receive: u64,
 }
 
@@ -62,7 +62,7 @@ impl Sockets {
             opened_receive: or(tcp.next_hop_receive_buffer, receive_default),
             write_queue: tcp.write_queue_bytes as u64,
             max_message: tcp.max_message_size,
-            accepted_invites_receive: 0,
+            accepted_invites_receive: tcp.invite_connection_receive_buffer as u64,
         }
     }
 }
@@ -167,7 +167,7 @@ impl Streams {
         &mut self,
         from: NodeId,
         to_addr: SocketAddr,
-        lane: Lane,
+        (lane, first): (Lane, &[u8]),
         delay: impl Fn(NodeId, NodeId) -> Duration,
     ) -> Option<u32> {
         let IpAddr::V4(ip) = to_addr.ip() else {
@@ -182,7 +182,7 @@ impl Streams {
             if let Some(&c) = self.index.get(&(peer, from, lane)) {
                 return Some(2 * c + 1);
             }
-            return Some(2 * self.open(from, peer, lane, &delay));
+            return Some(2 * self.open(from, peer, (lane, first), &delay));
         }
         let lane = match port.checked_sub(EPHEMERAL_PORT)? {
             0 => Lane::Shared,
@@ -192,11 +192,12 @@ impl Streams {
         self.index.get(&(peer, from, lane)).map(|&c| 2 * c + 1)
     }
 
+    /// Opens a connection from `opener` to `acceptor` on `lane` for the message `first`.
     fn open(
         &mut self,
         opener: NodeId,
         acceptor: NodeId,
-        lane: Lane,
+        (lane, first): (Lane, &[u8]),
         delay: &impl Fn(NodeId, NodeId) -> Duration,
     ) -> u32 {
         let c = (self.halves.len() / 2) as u32;
@@ -237,9 +238,12 @@ impl Streams {
             framer: StreamFramer::new(receiver.max_message),
             reported: 0,
         };
-        let accepted_receive = match lane {
-            Lane::Invites if a.accepted_invites_receive > 0 => a.accepted_invites_receive,
-            _ => a.accepted_receive,
+        // The acceptor learns what the connection is for from its first message, as the
+        // live shell does (ECS's INVITE connection begins with one).
+        let accepted_receive = if first.starts_with(b"INVITE ") && a.accepted_invites_receive > 0 {
+            a.accepted_invites_receive
+        } else {
+            a.accepted_receive
         };
         let forward = half(
             (opener, ephemeral, o.opened_send, &o),
@@ -269,7 +273,7 @@ impl Streams {
         (bytes, retrans): (Bytes, bool),
         delay: impl Fn(NodeId, NodeId) -> Duration,
     ) -> Option<u32> {
-        let Some(h) = self.half_for(from, to_addr, lane, delay) else {
+        let Some(h) = self.half_for(from, to_addr, (lane, &bytes), delay) else {
             self.unroutable += 1;
             return None;
         };
