@@ -704,6 +704,9 @@ fn start_proxies(v: &HopVariant, w: &Wiring, budget: f64) -> Result<Proxies, Str
     Ok(proxies)
 }
 
+/// One UAC's run of a point: its rows, its summary and, over TCP, its connections' counts.
+type UacRun = (Vec<SecondRow>, UacSummary, Option<shell::tcp::TcpCounts>);
+
 /// What a point measured besides the summary columns, for the printed table.
 struct PointExtras {
     se_applied: u64,
@@ -721,6 +724,8 @@ struct PointExtras {
     load_average: Option<f64>,
     /// The link relays' counters, summed, when the links were impaired.
     links: Option<RelayStats>,
+    /// Where TCP messages were turned away, when any hop ran over TCP.
+    tcp: Option<String>,
 }
 
 #[allow(clippy::too_many_lines)] // one point, start to finish, reads best in one piece
@@ -776,7 +781,7 @@ fn run_point(
     let targets = wiring.ses_front.clone();
     let (callers_tcp, body_bytes) = (sc.tcp.callers, sc.call.body_bytes);
     let ua_tcp = &ua_tcp;
-    let runs: Vec<Result<(Vec<SecondRow>, UacSummary), String>> = std::thread::scope(|scope| {
+    let runs: Vec<Result<UacRun, String>> = std::thread::scope(|scope| {
         let handles: Vec<_> = targets
             .iter()
             .zip(shares)
@@ -823,7 +828,7 @@ fn run_point(
                         None => shell::tcp::run_uac_tcp(any, cfg, ua_tcp.clone(), &stop, on_row),
                     }
                     .map_err(|e| format!("uac: {e}"))?;
-                    Ok((rows, run.summary))
+                    Ok((rows, run.summary, run.tcp))
                 })
             })
             .collect();
@@ -842,8 +847,10 @@ fn run_point(
         .join()
         .map_err(|_| "uas thread panicked".to_owned())?
         .map_err(|e| format!("uas: {e}"))?;
-    let runs: Vec<(Vec<SecondRow>, UacSummary)> = runs.into_iter().collect::<Result<_, _>>()?;
+    let runs: Vec<UacRun> = runs.into_iter().collect::<Result<_, _>>()?;
     let re = re_report.ok_or("the RE did not report")?;
+    let tcp = tcp_line(&runs, uas.tcp.as_ref(), &re, &se_reports);
+    let runs: Vec<(Vec<SecondRow>, UacSummary)> = runs.into_iter().map(|r| (r.0, r.1)).collect();
 
     // Rows per second summed over the UACs; the window as in the single-proxy bench.
     let mut rows: Vec<SecondRow> = Vec::new();
@@ -882,6 +889,7 @@ fn run_point(
         window_2xx_retransmissions: window.retransmissions_received.ok_invite,
         load_average: load_average(),
         links,
+        tcp,
     };
     let point = PointResult {
         experiment: name.to_owned(),
@@ -921,6 +929,37 @@ fn run_point(
             .collect(),
     };
     Ok((point, extras))
+}
+
+/// Where a TCP point's messages were turned away: the write queues of the callers, the
+/// SEs, the RE and the callee (bytes for the UAs, messages for the proxies), and what smart
+/// forwarding rejected. `None` when no hop ran over TCP.
+fn tcp_line(
+    uacs: &[UacRun],
+    uas: Option<&shell::tcp::TcpCounts>,
+    re: &ProxyReport,
+    ses: &[ProxyReport],
+) -> Option<String> {
+    let uac_bytes: u64 = uacs
+        .iter()
+        .filter_map(|r| r.2)
+        .map(|t| t.bytes_dropped)
+        .sum();
+    let any_tcp = uas.is_some()
+        || uacs.iter().any(|r| r.2.is_some())
+        || re.tcp.messages_in > 0
+        || ses.iter().any(|s| s.tcp.messages_out > 0);
+    if !any_tcp {
+        return None;
+    }
+    let se_full: u64 = ses.iter().map(|s| s.tcp.write_queue_full).sum();
+    let se_smart: u64 = ses.iter().map(|s| s.stats.rejected_smart_forwarding).sum();
+    Some(format!(
+        "  tcp: dropped at full write queues: callers {uac_bytes} B, SEs {se_full} messages, RE {} messages, callee {} B; smart forwarding rejected {se_smart}; RE read {} messages",
+        re.tcp.write_queue_full,
+        uas.map_or(0, |t| t.bytes_dropped),
+        re.tcp.messages_in,
+    ))
 }
 
 /// What the link relays of a point did, for the printed table.
@@ -1059,6 +1098,9 @@ pub fn bench(args: &OverloadConfig, console: &dyn Console) -> Result<(), String>
                 e.se_ignored,
                 e.load_average.map_or("-".into(), |l| format!("{l:.2}")),
             );
+            if let Some(t) = &e.tcp {
+                say!(console, "{t}");
+            }
             if let Some(l) = &e.links {
                 say!(console, "{}", links_line(l));
             }

@@ -50,6 +50,14 @@ fn smart_forwarding_and_small_buffers_hold_capacity_where_default_tcp_collapses(
         stdout.contains("3 UACs -> 3 SEs -> RE at 300.0 calls/s"),
         "{stdout}"
     );
+    // Each point says where TCP messages were turned away.
+    assert_eq!(
+        stdout
+            .matches("  tcp: dropped at full write queues: callers ")
+            .count(),
+        6,
+        "{stdout}"
+    );
 
     let points: Vec<serde_json::Value> = std::fs::read_to_string(out.path().join("points.jsonl"))
         .unwrap()
