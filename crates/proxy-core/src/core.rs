@@ -2548,7 +2548,7 @@ impl ProxyCore {
     fn lane_of(&self, transport: Transport, payload: &[u8]) -> Lane {
         if transport == Transport::Tcp
             && self.tcp.connection_split == ConnectionSplit::Ecs
-            && payload.starts_with(b"INVITE ")
+            && crate::tcp::is_invite(payload)
         {
             Lane::Invites
         } else {

@@ -131,6 +131,12 @@ impl Default for TcpConfig {
     }
 }
 
+/// Whether a message is an INVITE: what ECS gives a connection of its own, and how the
+/// receiving side knows that connection by its first message.
+pub fn is_invite(message: &[u8]) -> bool {
+    message.starts_with(b"INVITE ")
+}
+
 impl TcpConfig {
     /// SO_RCVBUF an accepted connection starts with (0: the kernel's default).
     pub fn accepted_receive_buffer(&self) -> usize {
@@ -144,7 +150,7 @@ impl TcpConfig {
     /// SO_RCVBUF of an accepted connection that began with the INVITE connections'
     /// buffer, once its first message, `first`, has arrived.
     pub fn accepted_receive_buffer_after(&self, first: &[u8]) -> usize {
-        match (first.starts_with(b"INVITE "), self.listen_receive_buffer) {
+        match (is_invite(first), self.listen_receive_buffer) {
             (true, _) => self.accepted_receive_buffer(),
             (false, 0) => 64 * 1024,
             (false, size) => size,

@@ -525,9 +525,9 @@ async fn run_connection(
             }
             if let (true, Some(first)) = (invite_buffer_pending, waiting.front()) {
                 invite_buffer_pending = false;
-                if !first.starts_with(b"INVITE ") {
-                    let _ = socket2::SockRef::from(&*stream)
-                        .set_recv_buffer_size(config.accepted_receive_buffer_after(first));
+                let size = config.accepted_receive_buffer_after(first);
+                if size != config.accepted_receive_buffer() {
+                    let _ = socket2::SockRef::from(&*stream).set_recv_buffer_size(size);
                 }
             }
             if waiting.is_empty() {

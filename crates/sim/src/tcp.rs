@@ -240,11 +240,12 @@ impl Streams {
         };
         // The acceptor learns what the connection is for from its first message, as the
         // live shell does (ECS's INVITE connection begins with one).
-        let accepted_receive = if first.starts_with(b"INVITE ") && a.accepted_invites_receive > 0 {
-            a.accepted_invites_receive
-        } else {
-            a.accepted_receive
-        };
+        let accepted_receive =
+            if sluice_proxy_core::is_invite(first) && a.accepted_invites_receive > 0 {
+                a.accepted_invites_receive
+            } else {
+                a.accepted_receive
+            };
         let forward = half(
             (opener, ephemeral, o.opened_send, &o),
             (acceptor, listening(acceptor), accepted_receive, &a),
