@@ -11,7 +11,7 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use sluice_proxy_core::Lane;
 use sluice_time::Time;
-use sluice_txn::Peer;
+use sluice_txn::{Origin, Peer};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::Duration;
 
@@ -126,6 +126,9 @@ pub(crate) struct Send {
     /// Over TCP: the receiver as the sender names it (a listening address, or the remote
     /// end of a connection it accepted) and the lane (`crate::tcp`). `None`: a datagram.
     pub stream: Option<(SocketAddr, Lane)>,
+    /// Over TCP: what the message belongs to, told back to the sender when its connection
+    /// cannot take the message, as the live shells tell theirs.
+    pub origin: Option<Origin>,
 }
 
 /// One direction of one hop.

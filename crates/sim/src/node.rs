@@ -5,7 +5,7 @@
 use bytes::Bytes;
 use sluice_proxy_core::Lane;
 use sluice_time::Time;
-use sluice_txn::{Event, TransactionLayer, Transmit};
+use sluice_txn::{Event, Origin, TransactionLayer, Transmit};
 use std::net::SocketAddr;
 
 use crate::ledger::Ledger;
@@ -32,16 +32,18 @@ impl Cx<'_> {
                 retrans,
             },
             stream: None,
+            origin: None,
         });
     }
 
-    /// Writes a message on the TCP connection to `to` (as the sender names it) on `lane`.
+    /// Writes a message on the TCP connection to `to` (as the sender names it) on `lane`;
+    /// if the connection cannot take it, the sender is told of `origin`'s failure.
     pub fn send_stream(
         &mut self,
         from: NodeId,
         (to, lane): (SocketAddr, Lane),
-        bytes: Bytes,
-        retrans: bool,
+        (bytes, retrans): (Bytes, bool),
+        origin: Option<Origin>,
     ) {
         self.sends.push(Send {
             to: from,
@@ -51,6 +53,7 @@ impl Cx<'_> {
                 retrans,
             },
             stream: Some((to, lane)),
+            origin,
         });
     }
 }
@@ -62,6 +65,16 @@ pub(crate) trait Tu {
     fn on_transmit(&mut self, cx: &mut Cx<'_>, t: Transmit);
     /// An event for the transaction user.
     fn on_event(&mut self, cx: &mut Cx<'_>, e: Event);
+
+    /// A connection could not take a message of `origin` (its write queue was full): a
+    /// transport error, as the live load generator reports it to its transaction layer
+    /// (a user agent's ACK has no transaction, and nothing to tell).
+    fn on_send_error(&mut self, cx: &mut Cx<'_>, origin: Option<Origin>) {
+        if let Some(origin) = origin {
+            self.txn().handle_transport_error(origin);
+            self.drain(cx);
+        }
+    }
 
     /// Drains transmits and events until both queues are empty (TU reactions may queue
     /// more of either).

@@ -112,6 +112,14 @@ impl ProxyNode {
         self.core.handle_send_queue(to, lane, unsent);
     }
 
+    /// A connection could not take a message of `origin` (its write queue was full): the
+    /// core hears of it as the live shell tells it (§16.9).
+    pub fn on_send_error(&mut self, cx: &mut Cx<'_>, origin: Option<sluice_txn::Origin>) {
+        self.core.handle_send_error(cx.now, origin);
+        self.flush(cx);
+        self.deadline = self.core.poll_timeout();
+    }
+
     pub fn on_timeout(&mut self, cx: &mut Cx<'_>) {
         self.core.handle_timeout(cx.now);
         self.flush(cx);
@@ -134,7 +142,12 @@ impl ProxyNode {
                 cx.ledger.retransmission(&t.payload);
             }
             if t.transport == Transport::Tcp {
-                cx.send_stream(self.id, (t.to, t.lane), t.payload, t.retransmission);
+                cx.send_stream(
+                    self.id,
+                    (t.to, t.lane),
+                    (t.payload, t.retransmission),
+                    t.origin,
+                );
                 continue;
             }
             match self.topo.node_of_addr(t.to) {

@@ -12,7 +12,7 @@
 use bytes::Bytes;
 use sluice_proxy_core::Lane;
 use sluice_sip::{edit, Message, Method};
-use sluice_txn::{Event, Peer, ServerTxId, TransactionLayer, Transmit, Transport, TxId};
+use sluice_txn::{Event, Origin, Peer, ServerTxId, TransactionLayer, Transmit, Transport, TxId};
 use std::net::SocketAddr;
 
 use crate::ledger::flag;
@@ -57,9 +57,14 @@ impl Caller {
     }
 
     /// Hands a message for the SE to the network, on the caller's connection over TCP.
-    fn send(&self, cx: &mut Cx<'_>, bytes: Bytes, retrans: bool) {
+    fn send(&self, cx: &mut Cx<'_>, (bytes, retrans): (Bytes, bool), origin: Option<Origin>) {
         if self.se_peer.transport == Transport::Tcp {
-            cx.send_stream(self.id, (self.se_peer.addr, Lane::Shared), bytes, retrans);
+            cx.send_stream(
+                self.id,
+                (self.se_peer.addr, Lane::Shared),
+                (bytes, retrans),
+                origin,
+            );
         } else {
             cx.send(self.id, self.se, bytes, retrans);
         }
@@ -111,7 +116,7 @@ impl Caller {
         if repeat {
             cx.ledger.retransmission(&ack);
         }
-        self.send(cx, ack, repeat);
+        self.send(cx, (ack, repeat), None);
     }
 }
 
@@ -129,7 +134,7 @@ impl Tu for Caller {
     }
 
     fn on_transmit(&mut self, cx: &mut Cx<'_>, t: Transmit) {
-        self.send(cx, t.payload, t.retransmission);
+        self.send(cx, (t.payload, t.retransmission), Some(t.origin));
     }
 
     fn on_event(&mut self, cx: &mut Cx<'_>, e: Event) {
@@ -277,8 +282,8 @@ impl Tu for Callee {
             cx.send_stream(
                 self.id,
                 (t.to.addr, Lane::Shared),
-                t.payload,
-                t.retransmission,
+                (t.payload, t.retransmission),
+                Some(t.origin),
             );
         } else {
             cx.send(self.id, self.re, t.payload, t.retransmission);
