@@ -377,6 +377,7 @@ fn point_result(
         goodput: good as f64 / secs / capacity,
         goodput_cps: good as f64 / secs,
         goodput_with_180: (caller != Caller::Sipp).then(|| good_with_180 as f64 / secs / capacity),
+        goodput_at_uas: None,
         retrans_ratio,
         setup_delay_p50_ms: uac.setup_p50_ms,
         setup_delay_p99_ms: uac.setup_p99_ms,

@@ -40,6 +40,7 @@ pub fn write_outputs(
         "uac_retrans_sent",
         "uas_2xx_retrans",
         "goodput_with_180",
+        "goodput_at_uas",
     ]));
     let o = |v: Option<f64>, prec: usize| v.map_or(String::new(), |v| format!("{v:.prec$}"));
     for p in points {
@@ -66,6 +67,7 @@ pub fn write_outputs(
             p.uac_retransmissions_sent.to_string(),
             p.uas_2xx_retransmissions.to_string(),
             o(p.goodput_with_180, 4),
+            o(p.goodput_at_uas, 4),
         ]);
     }
     write(&out.join("summary.csv"), &csv.into_text())?;

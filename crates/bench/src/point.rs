@@ -25,6 +25,13 @@ pub struct PointResult {
     /// goodput needs all five setup messages, and nobody retransmits a 180). `None` where
     /// the caller does not report it (SIPp).
     pub goodput_with_180: Option<f64>,
+    /// Normalised goodput by Shen et al.'s rule whole: of the calls started in the
+    /// window, those whose 180 and 200 reached the caller and whose ACK reached the UAS
+    /// within 10 s of the INVITE, the callers' records joined with the UAS's by Call-ID.
+    /// Where ACKs wait in queues or are dropped on the way (SIP over TCP without control),
+    /// this is lower than the caller's count, which cannot see the ACK arrive. `None`
+    /// where the UAS's ACKs are not recorded.
+    pub goodput_at_uas: Option<f64>,
     /// Retransmissions the UAC and UAS sent / all messages they sent (what reached the
     /// proxy), over the window.
     pub retrans_ratio: f64,

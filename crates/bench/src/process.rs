@@ -345,6 +345,7 @@ pub fn start_uas(duration: f64) -> Result<(SocketAddr, Arc<AtomicBool>, UasThrea
         duration,
         &CallConfig::default(),
         shell::tcp::TcpConfig::default(),
+        false,
     )?;
     Ok((addr, flag, thread))
 }
@@ -387,9 +388,11 @@ pub fn start_uas_on(
     duration: f64,
     call: &CallConfig,
     tcp: shell::tcp::TcpConfig,
+    record_acks: bool,
 ) -> Result<(Arc<AtomicBool>, UasThread), String> {
     let local = socket.local_addr()?;
     let mut cfg = UasConfig::new(local);
+    cfg.record_acks = record_acks;
     cfg.contact = contact;
     cfg.sends_trying = call.callee_sends_trying;
     cfg.answer_body = sluice_sip::sdp::session_description(call.body_bytes, local.ip());

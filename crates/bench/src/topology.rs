@@ -90,12 +90,14 @@
 //! set the simulator's links too (jitter is live only). Each point prints what the relays
 //! delivered, lost and reordered.
 
+use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
+use bytes::Bytes;
 use sluice_control::overload::OcAlgorithm;
 use sluice_control::{Algorithm, ControlConfig, Fairness};
 use sluice_impair::{
@@ -704,8 +706,38 @@ fn start_proxies(v: &HopVariant, w: &Wiring, budget: f64) -> Result<Proxies, Str
     Ok(proxies)
 }
 
-/// One UAC's run of a point: its rows, its summary and, over TCP, its connections' counts.
-type UacRun = (Vec<SecondRow>, UacSummary, Option<shell::tcp::TcpCounts>);
+/// One UAC's run of a point: its rows, its summary, over TCP its connections' counts, and
+/// the calls it got answered.
+type UacRun = (
+    Vec<SecondRow>,
+    UacSummary,
+    Option<shell::tcp::TcpCounts>,
+    Vec<(Bytes, Instant, bool)>,
+);
+
+/// Calls good by Shen et al.'s whole rule: the 180 and the 200 reached the caller, and
+/// the ACK reached the UAS within the setup limit of the first INVITE.
+fn good_at_uas<'a>(
+    answered: impl Iterator<Item = &'a (Bytes, Instant, bool)>,
+    acks: &[(Bytes, Instant)],
+    limit: Duration,
+) -> u64 {
+    let mut acked: HashMap<&[u8], Instant> = HashMap::with_capacity(acks.len());
+    for (id, at) in acks {
+        acked
+            .entry(&id[..])
+            .and_modify(|first| *first = (*first).min(*at))
+            .or_insert(*at);
+    }
+    answered
+        .filter(|(id, started, seen_180)| {
+            *seen_180
+                && acked
+                    .get(&id[..])
+                    .is_some_and(|at| at.saturating_duration_since(*started) <= limit)
+        })
+        .count() as u64
+}
 
 /// What a point measured besides the summary columns, for the printed table.
 struct PointExtras {
@@ -756,14 +788,20 @@ fn run_point(
     let uas_addr = uas_socket.local_addr()?;
     let wiring = Wiring::new(v, shares.len(), uas_addr, link_jitter_ms, budget)?;
     let contact = wiring.relays.is_some().then_some(wiring.uas_front);
-    let (uas_flag, uas) =
-        match start_uas_on(uas_socket, contact, duration, &sc.call, ua_tcp.clone()) {
-            Ok(u) => u,
-            Err(e) => {
-                wiring.stop();
-                return Err(e);
-            }
-        };
+    let (uas_flag, uas) = match start_uas_on(
+        uas_socket,
+        contact,
+        duration,
+        &sc.call,
+        ua_tcp.clone(),
+        true,
+    ) {
+        Ok(u) => u,
+        Err(e) => {
+            wiring.stop();
+            return Err(e);
+        }
+    };
     let proxies = match start_proxies(v, &wiring, budget) {
         Ok(p) => p,
         Err(e) => {
@@ -810,6 +848,7 @@ fn run_point(
                     cfg.hold = Hold::Constant(Duration::from_secs_f64(hold.max(0.0)));
                     cfg.drain_timeout = Duration::from_secs_f64(drain);
                     cfg.delays_from = Duration::from_secs_f64(warmup);
+                    cfg.record_answered = true;
                     cfg.max_in_progress = 1_000_000;
                     cfg.spacing = spacing;
                     cfg.seed = i as u64 + 1;
@@ -828,7 +867,7 @@ fn run_point(
                         None => shell::tcp::run_uac_tcp(any, cfg, ua_tcp.clone(), &stop, on_row),
                     }
                     .map_err(|e| format!("uac: {e}"))?;
-                    Ok((rows, run.summary, run.tcp))
+                    Ok((rows, run.summary, run.tcp, run.call_log.answered))
                 })
             })
             .collect();
@@ -850,6 +889,11 @@ fn run_point(
     let runs: Vec<UacRun> = runs.into_iter().collect::<Result<_, _>>()?;
     let re = re_report.ok_or("the RE did not report")?;
     let tcp = tcp_line(&runs, uas.tcp.as_ref(), &re, &se_reports);
+    let good_at_uas = good_at_uas(
+        runs.iter().flat_map(|r| r.3.iter()),
+        &uas.call_log.acks,
+        UacConfig::new(uas_addr, uas_addr, 1.0).setup_limit,
+    );
     let runs: Vec<(Vec<SecondRow>, UacSummary)> = runs.into_iter().map(|r| (r.0, r.1)).collect();
 
     // Rows per second summed over the UACs; the window as in the single-proxy bench.
@@ -903,6 +947,7 @@ fn run_point(
         goodput: window.successful as f64 / secs / capacity,
         goodput_cps: window.successful as f64 / secs,
         goodput_with_180: Some(window.successful_with_180 as f64 / secs / capacity),
+        goodput_at_uas: Some(good_at_uas as f64 / (duration - warmup).max(1e-9) / capacity),
         retrans_ratio: ratio(re.stats.retransmissions_seen(), re.stats.datagrams_in),
         setup_delay_p50_ms: runs.iter().map(|r| r.1.setup.p50_ms).fold(None, max_opt),
         setup_delay_p99_ms: runs.iter().map(|r| r.1.setup.p99_ms).fold(None, max_opt),
@@ -954,12 +999,25 @@ fn tcp_line(
     }
     let se_full: u64 = ses.iter().map(|s| s.tcp.write_queue_full).sum();
     let se_smart: u64 = ses.iter().map(|s| s.stats.rejected_smart_forwarding).sum();
+    let re_in = sluice_proxy_core::KIND_LABELS
+        .iter()
+        .zip(re.stats.in_by_kind.0)
+        .filter(|&(_, n)| n > 0);
     Some(format!(
-        "  tcp: dropped at full write queues: callers {uac_bytes} B, SEs {se_full} messages, RE {} messages, callee {} B; smart forwarding rejected {se_smart}; RE read {} messages",
+        "  tcp: dropped at full write queues: callers {uac_bytes} B, SEs {se_full} messages, RE {} messages, callee {} B; smart forwarding rejected {se_smart}; RE read {} messages ({})",
         re.tcp.write_queue_full,
         uas.map_or(0, |t| t.bytes_dropped),
         re.tcp.messages_in,
+        kinds_text(re_in),
     ))
+}
+
+/// "INVITE 12, ACK 3": message counts by kind.
+fn kinds_text<'a>(kinds: impl Iterator<Item = (&'a &'a str, u64)>) -> String {
+    kinds
+        .map(|(k, n)| format!("{k} {n}"))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// What the link relays of a point did, for the printed table.
@@ -1057,8 +1115,8 @@ pub fn bench(args: &OverloadConfig, console: &dyn Console) -> Result<(), String>
     let started = Instant::now();
     say!(
         console,
-        "{:<w$} {:>5} {:>7} {:>7} {:>6} {:>6} {:>6} {:>7} {:>8} {:>8} {:>5} {:>7} {:>7} {:>7} {:>7} {:>6} {:>7} {:>7} {:>5}",
-        "variant", "x", "offered", "goodput", "norm", "w/180", "reject", "retrans", "setup50", "setup99",
+        "{:<w$} {:>5} {:>7} {:>7} {:>6} {:>6} {:>6} {:>6} {:>7} {:>8} {:>8} {:>5} {:>7} {:>7} {:>7} {:>7} {:>6} {:>7} {:>7} {:>5}",
+        "variant", "x", "offered", "goodput", "norm", "w/180", "at UAS", "reject", "retrans", "setup50", "setup99",
         "busy", "RE drop", "uas2xx", "2xx win", "unacked", "no 180", "fb appl", "fb ign", "load"
     );
     let mut points = Vec::new();
@@ -1077,13 +1135,14 @@ pub fn bench(args: &OverloadConfig, console: &dyn Console) -> Result<(), String>
             crate::point::note_unanswered(&p, console);
             say!(
                 console,
-                "{:<w$} {:>5} {:>7.0} {:>7.1} {:>6.3} {:>6.3} {:>6.3} {:>7.4} {:>8} {:>8} {:>4.0}% {:>7} {:>7} {:>7} {:>7} {:>5.1}% {:>7} {:>7} {:>5}",
+                "{:<w$} {:>5} {:>7.0} {:>7.1} {:>6.3} {:>6.3} {:>6.3} {:>6.3} {:>7.4} {:>8} {:>8} {:>4.0}% {:>7} {:>7} {:>7} {:>7} {:>5.1}% {:>7} {:>7} {:>5}",
                 p.variant,
                 p.x,
                 p.offered_load_measured * p.capacity_cps,
                 p.goodput_cps,
                 p.goodput,
                 p.goodput_with_180.unwrap_or(0.0),
+                p.goodput_at_uas.unwrap_or(0.0),
                 p.reject_ratio,
                 p.retrans_ratio,
                 ms(p.setup_delay_p50_ms),
@@ -1254,7 +1313,7 @@ pub fn compare(sim: &[(&str, f64, RunReport)], live: &[PointResult]) -> Vec<Comp
             Some(Comparison {
                 variant: (*label).to_owned(),
                 x: *x,
-                live: p.goodput_with_180.unwrap_or(p.goodput),
+                live: p.goodput_at_uas.or(p.goodput_with_180).unwrap_or(p.goodput),
                 sim: report.clone(),
             })
         })
@@ -1365,6 +1424,24 @@ fn compare_sweep_with_simulator(
                 c.sim.goodput,
                 c.diff(),
                 if c.pass() { "pass" } else { "FAIL" }
+            );
+        }
+        if let Some(t) = &r.tcp {
+            let d = &t.dropped_by;
+            say!(
+                console,
+                "  tcp (sim): dropped at full write queues: callers {} B, SEs {} messages, RE {} messages, callee {} B; smart forwarding rejected {}; RE read {} messages ({})",
+                d.callers_bytes,
+                d.ses_messages,
+                d.re_messages,
+                d.callee_bytes,
+                t.rejected_smart_forwarding,
+                t.re_messages_read,
+                t.re_messages_in
+                    .iter()
+                    .map(|(k, n)| format!("{k} {n}"))
+                    .collect::<Vec<_>>()
+                    .join(", "),
             );
         }
     })?;
@@ -1569,6 +1646,7 @@ mod tests {
             goodput,
             goodput_cps: goodput * 300.0,
             goodput_with_180: with_180,
+            goodput_at_uas: None,
             retrans_ratio: 0.0,
             setup_delay_p50_ms: None,
             setup_delay_p99_ms: None,

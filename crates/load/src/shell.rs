@@ -54,6 +54,8 @@ trait Core {
         None
     }
     fn finished(&self) -> bool;
+    /// What the core recorded of its calls, its times made instants by its clock.
+    fn take_call_log(&mut self, clock: Clock) -> CallLog;
 }
 
 impl Core for Uac {
@@ -84,6 +86,16 @@ impl Core for Uac {
     fn finished(&self) -> bool {
         self.is_done()
     }
+    fn take_call_log(&mut self, clock: Clock) -> CallLog {
+        CallLog {
+            answered: self
+                .take_answered()
+                .into_iter()
+                .map(|c| (c.call_id, clock.instant(c.started), c.seen_180))
+                .collect(),
+            acks: Vec::new(),
+        }
+    }
 }
 
 impl Core for Uas {
@@ -110,6 +122,16 @@ impl Core for Uas {
     fn finished(&self) -> bool {
         false
     }
+    fn take_call_log(&mut self, clock: Clock) -> CallLog {
+        CallLog {
+            answered: Vec::new(),
+            acks: self
+                .take_acks()
+                .into_iter()
+                .map(|(id, at)| (id, clock.instant(at)))
+                .collect(),
+        }
+    }
 }
 
 /// Monotonic clock → `Time` since the driver started.
@@ -120,6 +142,22 @@ impl Clock {
     fn now(self) -> Time {
         Time::from_nanos(u64::try_from(self.0.elapsed().as_nanos()).unwrap_or(u64::MAX))
     }
+
+    fn instant(self, t: Time) -> Instant {
+        self.0 + Duration::from_nanos(t.as_nanos())
+    }
+}
+
+/// What the UAC and UAS of one process recorded of their calls, on one clock, so that a
+/// driver running both can join them by Call-ID (`UacConfig::record_answered`,
+/// `UasConfig::record_acks`); empty unless asked for.
+#[derive(Clone, Debug, Default)]
+pub struct CallLog {
+    /// Calls started after the warm-up that got their 2xx: Call-ID, when the first
+    /// INVITE went out, whether a 180 came before the 2xx.
+    pub answered: Vec<(Bytes, Instant, bool)>,
+    /// The ACKs to 2xx responses: Call-ID, when it arrived (a call's first counts).
+    pub acks: Vec<(Bytes, Instant)>,
 }
 
 /// When a driver stops besides its core finishing.
@@ -144,6 +182,8 @@ pub struct Run<S> {
     /// The connections of a run over TCP.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tcp: Option<tcp::TcpCounts>,
+    #[serde(skip)]
+    pub call_log: CallLog,
 }
 
 #[derive(Default)]
@@ -271,7 +311,7 @@ pub fn run_uac(
     let rt = runtime()?;
     let cpu0 = thread_cpu_seconds();
     let started = Instant::now();
-    let (summary, io) = rt.block_on(async {
+    let (summary, io, call_log) = rt.block_on(async {
         let socket = UdpSocket::from_std(socket)?;
         let clock = Clock(Instant::now());
         let mut uac = Uac::new(cfg, Time::ZERO);
@@ -281,9 +321,10 @@ pub fn run_uac(
             }
         })
         .await;
-        Ok::<_, io::Error>((uac.summary(), io))
+        Ok::<_, io::Error>((uac.summary(), io, uac.take_call_log(clock)))
     })?;
     Ok(Run {
+        call_log,
         summary,
         wall_s: started.elapsed().as_secs_f64(),
         cpu_s: thread_cpu_seconds().zip(cpu0).map(|(b, a)| b - a),
@@ -315,7 +356,7 @@ pub fn run_uas_observed(
     let rt = runtime()?;
     let cpu0 = thread_cpu_seconds();
     let started = Instant::now();
-    let (summary, io) = rt.block_on(async {
+    let (summary, io, call_log) = rt.block_on(async {
         let socket = UdpSocket::from_std(socket)?;
         let clock = Clock(Instant::now());
         let mut uas = Uas::new(cfg);
@@ -328,9 +369,10 @@ pub fn run_uas_observed(
             }
         })
         .await;
-        Ok::<_, io::Error>((uas.counts(), io))
+        Ok::<_, io::Error>((uas.counts(), io, uas.take_call_log(clock)))
     })?;
     Ok(Run {
+        call_log,
         summary,
         wall_s: started.elapsed().as_secs_f64(),
         cpu_s: thread_cpu_seconds().zip(cpu0).map(|(b, a)| b - a),

@@ -76,6 +76,24 @@ pub struct UacConfig {
     /// The INVITE's session description ([`sluice_sip::sdp::session_description`]; empty:
     /// none).
     pub invite_body: Bytes,
+    /// Keep a record of each call started after `delays_from` that got its 2xx
+    /// ([`Uac::take_answered`]), for a driver that also sees the UAS's ACKs: the ACK's
+    /// arrival is what the simulator's good call waits for, and the caller cannot see it.
+    /// At most [`MAX_ANSWERED_RECORDS`]; the rest are counted in the summary.
+    pub record_answered: bool,
+}
+
+/// Most records [`UacConfig::record_answered`] keeps (about 100 bytes each).
+pub const MAX_ANSWERED_RECORDS: usize = 1 << 22;
+
+/// A call that got its 2xx, as [`UacConfig::record_answered`] keeps it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AnsweredCall {
+    pub call_id: Bytes,
+    /// When its first INVITE went out.
+    pub started: Time,
+    /// A 180 reached the caller before the 2xx.
+    pub seen_180: bool,
 }
 
 impl UacConfig {
@@ -98,6 +116,7 @@ impl UacConfig {
             txn: sluice_txn::Config::default(),
             run_token: 0,
             invite_body: Bytes::new(),
+            record_answered: false,
         }
     }
 }
@@ -167,6 +186,8 @@ pub struct Uac {
     unknown_call_responses: u64,
     late_provisionals: u64,
     ended: Option<Time>,
+    answered: Vec<AnsweredCall>,
+    answered_unrecorded: u64,
 }
 
 /// Rows kept while the driver does not take them.
@@ -215,6 +236,8 @@ impl Uac {
             unknown_call_responses: 0,
             late_provisionals: 0,
             ended: None,
+            answered: Vec::new(),
+            answered_unrecorded: 0,
             local: sent_by(cfg.local),
             token: cfg.run_token.to_string(),
             via: match cfg.transport {
@@ -227,6 +250,11 @@ impl Uac {
             },
             cfg,
         }
+    }
+
+    /// The calls [`UacConfig::record_answered`] kept, taken out.
+    pub fn take_answered(&mut self) -> Vec<AnsweredCall> {
+        std::mem::take(&mut self.answered)
     }
 
     /// True once every call has ended (or the drain timeout passed after the last start).
@@ -574,6 +602,18 @@ impl Uac {
                     self.pdd_200.record(since);
                 }
                 self.pdd_second.record(since);
+                if in_window && self.cfg.record_answered {
+                    match response.call_id() {
+                        Some(id) if self.answered.len() < MAX_ANSWERED_RECORDS => {
+                            self.answered.push(AnsweredCall {
+                                call_id: Bytes::copy_from_slice(id),
+                                started,
+                                seen_180: self.calls.get(&n).is_some_and(|c| c.seen_180),
+                            });
+                        }
+                        _ => self.answered_unrecorded += 1,
+                    }
+                }
                 let (ack, bye) = self.dialog_requests(n, response);
                 let call = self.calls.get_mut(&n).expect("looked up above");
                 call.phase = Phase::Established;
@@ -809,6 +849,7 @@ impl Uac {
             malformed_received: self.malformed_received,
             unknown_call_responses: self.unknown_call_responses,
             late_provisionals: self.late_provisionals,
+            answered_unrecorded: self.answered_unrecorded,
             transaction_table_refusals: stats.refused.table_full,
             rows_dropped: self.rows_dropped,
         }
@@ -870,6 +911,8 @@ pub struct UacSummary {
     pub late_provisionals: u64,
     pub transaction_table_refusals: u64,
     pub rows_dropped: u64,
+    /// Answered calls [`UacConfig::record_answered`] could not keep (over its limit).
+    pub answered_unrecorded: u64,
 }
 
 impl UacSummary {

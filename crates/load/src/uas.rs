@@ -52,6 +52,10 @@ pub struct UasConfig {
     /// The 200 OK's session description ([`sluice_sip::sdp::session_description`]; empty:
     /// none).
     pub answer_body: Bytes,
+    /// Keep the Call-ID and arrival of every ACK to a 2xx ([`Uas::take_acks`]),
+    /// for a driver that also sees the callers' calls. At most `max_dialogs` records; the
+    /// rest are counted (`acks_unrecorded`).
+    pub record_acks: bool,
 }
 
 impl UasConfig {
@@ -67,6 +71,7 @@ impl UasConfig {
             txn: sluice_txn::Config::default(),
             sends_trying: true,
             answer_body: Bytes::new(),
+            record_acks: false,
         }
     }
 }
@@ -99,6 +104,8 @@ pub struct UasCounts {
     pub retransmissions_received_by_type: KindCounts,
     /// Requests the transaction table refused (full).
     pub transaction_table_refusals: u64,
+    /// ACKs [`UasConfig::record_acks`] could not keep (over its limit).
+    pub acks_unrecorded: u64,
 }
 
 #[derive(Debug)]
@@ -124,6 +131,8 @@ pub struct Uas {
     pending: VecDeque<PendingAnswer>,
     out: VecDeque<Out>,
     counts: UasCounts,
+    /// Call-ID and arrival of each ACK that stopped a 2xx, when recorded.
+    acks: Vec<(Bytes, Time)>,
 }
 
 impl Uas {
@@ -139,6 +148,7 @@ impl Uas {
             pending: VecDeque::new(),
             out: VecDeque::new(),
             counts: UasCounts::default(),
+            acks: Vec::new(),
             cfg,
         }
     }
@@ -149,6 +159,11 @@ impl Uas {
         c.retransmissions_received = c.retransmissions_received_by_type.total();
         c.transaction_table_refusals = self.txn.stats().refused.table_full;
         c
+    }
+
+    /// The ACKs [`UasConfig::record_acks`] kept, taken out.
+    pub fn take_acks(&mut self) -> Vec<(Bytes, Time)> {
+        std::mem::take(&mut self.acks)
     }
 
     pub fn dialogs(&self) -> usize {
@@ -292,7 +307,20 @@ impl Uas {
                     let _ = self.txn.respond_bytes(now, tx, 501, resp);
                 }
             },
-            Event::Ack2xx { stopped, .. } => {
+            Event::Ack2xx {
+                stopped, request, ..
+            } => {
+                // Every ACK, whether or not its 2xx was still being retransmitted (the UAS
+                // may have given it up, or failed to send it, before the ACK came): the
+                // call's caller got the 2xx either way.
+                if self.cfg.record_acks {
+                    match request.call_id() {
+                        Some(id) if self.acks.len() < self.cfg.max_dialogs => {
+                            self.acks.push((Bytes::copy_from_slice(id), now));
+                        }
+                        _ => self.counts.acks_unrecorded += 1,
+                    }
+                }
                 if stopped.is_some() {
                     self.counts.acks += 1;
                 } else {

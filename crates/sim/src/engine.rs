@@ -23,9 +23,9 @@ use std::time::Duration;
 
 use crate::ledger::Ledger;
 use crate::net::{Links, NodeId, Packet, Role, Send, Topology};
-use crate::node::Cx;
+use crate::node::{Cx, Tu};
 use crate::proxy_node::{Place, ProxyNode};
-use crate::report::{RunReport, TcpReport};
+use crate::report::{RunReport, TcpReport, WriteQueueDrops};
 use crate::scenario::{splitmix, ArrivalProcess, Scenario};
 use crate::tcp::{Sockets, Streams};
 use crate::ua::{Callee, Caller};
@@ -202,6 +202,8 @@ pub(crate) struct Engine {
     tcp: bool,
     ledger: Ledger,
     sends: Vec<Send>,
+    /// Scratch: the sends of one dispatch that no connection took, with their origin.
+    failed_sends: Vec<(NodeId, Option<sluice_txn::Origin>)>,
     hangups: Vec<(Time, u32)>,
     events: u64,
     /// End of the next time-series bin whose controller sample is due.
@@ -331,6 +333,7 @@ impl Engine {
             tcp: sc.uses_tcp(),
             ledger,
             sends: Vec::with_capacity(16),
+            failed_sends: Vec::new(),
             hangups: Vec::new(),
             events: 0,
             next_sample: 1_000_000_000,
@@ -469,6 +472,20 @@ impl Engine {
             .changed_unsent(node, |to, lane, unsent| proxy.send_queue(to, lane, unsent));
     }
 
+    /// The write queues' drops summed by role, in the units of the live bench's report.
+    fn write_queue_drops_by_role(&self) -> WriteQueueDrops {
+        let mut d = WriteQueueDrops::default();
+        for (node, &(messages, bytes)) in self.streams.dropped_by.iter().enumerate() {
+            match self.topo.role(NodeId(node as u32)) {
+                Role::Caller(_) => d.callers_bytes += bytes,
+                Role::Se(_) => d.ses_messages += messages,
+                Role::Re => d.re_messages += messages,
+                Role::Callee => d.callee_bytes += bytes,
+            }
+        }
+        d
+    }
+
     /// Whether `node` reads another message now: a proxy while its core's queue has room,
     /// a user agent always (§4.2: infinite capacity).
     fn has_room(&mut self, node: NodeId) -> bool {
@@ -542,20 +559,34 @@ impl Engine {
     /// Puts what the nodes sent on the wire or into their connections and schedules their
     /// hang-ups.
     fn dispatch(&mut self) {
+        // Each sender hears of what its connections could not take, as in the live shells;
+        // what it sends in answer goes out in turn (a refused message is never retried
+        // here, so this ends).
+        while !self.sends.is_empty() || !self.hangups.is_empty() {
+            self.dispatch_once();
+        }
+    }
+
+    fn dispatch_once(&mut self) {
+        let mut failed = std::mem::take(&mut self.failed_sends);
         for s in self.sends.drain(..) {
             if let Some((to, lane)) = s.stream {
                 let links = &self.links;
+                let from = s.packet.from;
                 let written = self.streams.write(
-                    s.packet.from,
+                    from,
                     to,
                     lane,
                     (s.packet.bytes, s.packet.retrans),
                     |a, b| links.delay(a, b),
                 );
-                if let Some(half) = written {
-                    if let Some(at) = self.streams.pump(half, self.now) {
-                        self.agenda.push(at, Ev::Stream { half });
+                match written {
+                    Some(half) => {
+                        if let Some(at) = self.streams.pump(half, self.now) {
+                            self.agenda.push(at, Ev::Stream { half });
+                        }
                     }
+                    None => failed.push((from, s.origin)),
                 }
                 continue;
             }
@@ -570,11 +601,37 @@ impl Engine {
         for (at, call) in self.hangups.drain(..) {
             self.agenda.push(at, Ev::HangUp { call });
         }
+        for (node, origin) in failed.drain(..) {
+            self.send_failed(node, origin);
+        }
+        self.failed_sends = failed;
+    }
+
+    /// `node`'s connection could not take a message of `origin`.
+    fn send_failed(&mut self, node: NodeId, origin: Option<sluice_txn::Origin>) {
+        let mut cx = Cx {
+            now: self.now,
+            sends: &mut self.sends,
+            ledger: &mut self.ledger,
+            hangups: &mut self.hangups,
+        };
+        match self.topo.role(node) {
+            Role::Caller(i) => self.callers[i].on_send_error(&mut cx, origin),
+            Role::Se(i) => self.ses[i].on_send_error(&mut cx, origin),
+            Role::Re => self.re.on_send_error(&mut cx, origin),
+            Role::Callee => self.callee.on_send_error(&mut cx, origin),
+        }
+        self.rearm(node, false);
     }
 
     /// Dispatches what the nodes sent and re-arms `node`'s deadline.
     fn after(&mut self, node: NodeId, fired: bool) {
         self.dispatch();
+        self.rearm(node, fired);
+    }
+
+    /// Arms `node`'s timer for its deadline, if that is earlier than the one armed.
+    fn rearm(&mut self, node: NodeId, fired: bool) {
         if let Some(d) = self.deadline(node) {
             // A deadline that did not move past the instant just handled would spin.
             let floor = if fired {
@@ -629,6 +686,14 @@ impl Engine {
                 pdd_p99_ms,
                 rejected_smart_forwarding: smart + re.rejected_smart_forwarding,
                 write_queue_drops: self.streams.drops,
+                dropped_by: self.write_queue_drops_by_role(),
+                re_messages_read: self.streams.read_by[self.topo.re().0 as usize],
+                re_messages_in: sluice_proxy_core::KIND_LABELS
+                    .iter()
+                    .zip(re.in_by_kind.0)
+                    .filter(|&(_, n)| n > 0)
+                    .map(|(k, n)| ((*k).to_owned(), n))
+                    .collect(),
             });
         }
         r

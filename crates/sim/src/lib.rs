@@ -65,6 +65,7 @@ mod wire;
 
 pub use report::{
     ControlTrace, Refusals, RunReport, SeriesPoint, SourceReport, TcpReport, TimeSeries,
+    WriteQueueDrops,
 };
 pub use scenario::{
     ArrivalProcess, CallConfig, LinkConfig, LoadStep, Scenario, SourceConfig, TcpModel,

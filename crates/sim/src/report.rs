@@ -119,6 +119,24 @@ pub struct TcpReport {
     pub rejected_smart_forwarding: u64,
     /// Messages dropped because a connection's write queue was full.
     pub write_queue_drops: u64,
+    /// The same drops by the node that wrote them, in the units `bench overload` reports
+    /// for its live run (bytes for the user agents, messages for the proxies), so the two
+    /// can be compared queue by queue.
+    pub dropped_by: WriteQueueDrops,
+    /// Messages the RE read from its connections.
+    pub re_messages_read: u64,
+    /// The messages the RE took in, by kind (INVITE, ACK, BYE, 1xx, 2xx, ...), for a
+    /// comparison with the live RE's.
+    pub re_messages_in: Vec<(String, u64)>,
+}
+
+/// What full write queues turned away, by the node that wrote it.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct WriteQueueDrops {
+    pub callers_bytes: u64,
+    pub ses_messages: u64,
+    pub re_messages: u64,
+    pub callee_bytes: u64,
 }
 
 /// What bounded tables turned away over the run.

@@ -130,6 +130,10 @@ pub(crate) struct Streams {
     turn: Vec<Option<(u32, u64)>>,
     /// Messages no write queue could take.
     pub drops: u64,
+    /// Per node: the messages and bytes its write queues could not take.
+    pub dropped_by: Vec<(u64, u64)>,
+    /// Per node: the messages it read.
+    pub read_by: Vec<u64>,
     /// Messages addressed to no connection (an ephemeral address nobody opened).
     pub unroutable: u64,
     /// Messages the framer could not cut out of the stream.
@@ -156,6 +160,8 @@ impl Streams {
             cursor: vec![0; n],
             turn: vec![None; n],
             drops: 0,
+            dropped_by: vec![(0, 0); n],
+            read_by: vec![0; n],
             unroutable: 0,
             malformed: 0,
         }
@@ -283,6 +289,9 @@ impl Streams {
         // Whatever the socket cannot take must fit in the write queue.
         if half.appended + len > half.arrived + half.send_buffer + half.write_queue {
             self.drops += 1;
+            let by = &mut self.dropped_by[from.0 as usize];
+            by.0 += 1;
+            by.1 += len;
             return None;
         }
         half.appended += len;
@@ -394,6 +403,7 @@ impl Streams {
         half.head = end;
         half.msgs.pop_front();
         if let Ok(Some(msg)) = half.framer.next_message() {
+            self.read_by[half.to.0 as usize] += 1;
             return Some((msg, retrans, half.from_addr));
         }
         // Every message here is written by the product's code with its Content-Length: a

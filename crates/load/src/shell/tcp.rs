@@ -723,7 +723,7 @@ pub fn run_uac_tcp(
     let rt = runtime()?;
     let cpu0 = thread_cpu_seconds();
     let started = Instant::now();
-    let (summary, counts, socket_errors) = rt.block_on(async {
+    let (summary, counts, socket_errors, call_log) = rt.block_on(async {
         let (reports_tx, mut reports) = mpsc::channel(REPORT_QUEUE);
         let first = match connections {
             Connections::Shared => {
@@ -769,9 +769,11 @@ pub fn run_uac_tcp(
             },
         )
         .await;
-        Ok::<_, io::Error>((uac.summary(), conns.counts, conns.socket_errors))
+        let call_log = uac.take_call_log(clock);
+        Ok::<_, io::Error>((uac.summary(), conns.counts, conns.socket_errors, call_log))
     })?;
     Ok(Run {
+        call_log,
         summary,
         wall_s: started.elapsed().as_secs_f64(),
         cpu_s: thread_cpu_seconds().zip(cpu0).map(|(b, a)| b - a),
@@ -792,7 +794,7 @@ pub fn run_uas_tcp(
     let rt = runtime()?;
     let cpu0 = thread_cpu_seconds();
     let started = Instant::now();
-    let (summary, counts, socket_errors) = rt.block_on(async {
+    let (summary, counts, socket_errors, call_log) = rt.block_on(async {
         let listener = TcpListener::from_std(listener)?;
         let (reports_tx, mut reports) = mpsc::channel(REPORT_QUEUE);
         let acceptor = tokio::spawn(accept(listener, reports_tx.clone()));
@@ -810,9 +812,11 @@ pub fn run_uas_tcp(
         )
         .await;
         acceptor.abort();
-        Ok::<_, io::Error>((uas.counts(), conns.counts, conns.socket_errors))
+        let call_log = uas.take_call_log(clock);
+        Ok::<_, io::Error>((uas.counts(), conns.counts, conns.socket_errors, call_log))
     })?;
     Ok(Run {
+        call_log,
         summary,
         wall_s: started.elapsed().as_secs_f64(),
         cpu_s: thread_cpu_seconds().zip(cpu0).map(|(b, a)| b - a),
