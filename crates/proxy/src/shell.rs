@@ -295,8 +295,10 @@ impl Proxy {
         let mut pending: VecDeque<Transmit> = VecDeque::new();
         let mut send_drops = 0u64;
         let (mut tcp, mut tcp_inputs) = Tcp::new(&config.tcp, tcp_listener);
-        // The connection whose turn it is, with the messages of it not yet taken.
+        // The connection whose turn it is, with the messages of it not yet taken; and the
+        // one granted its turn that is reading it.
         let mut turn: Option<crate::tcp::Inbound> = None;
+        let mut granted: Option<tokio::sync::oneshot::Receiver<crate::tcp::Inbound>> = None;
         let measure_send_queues = config.tcp.smart_forwarding;
         let far = origin + Duration::from_hours(24 * 365);
         // Timers are created once and re-armed only when their deadline moves: registering
@@ -443,6 +445,9 @@ impl Proxy {
                 }
             }
             let room = core.has_room(now());
+            tcp.set_reading_free(
+                room && turn.is_none() && granted.is_none() && tcp_inputs.inbound.is_empty(),
+            );
             tokio::select! {
                 () = std::future::ready(()), if turn_left => {}
                 r = accept(tcp_inputs.listener.as_ref()) => {
@@ -453,8 +458,26 @@ impl Proxy {
                         Err(e) => tracing::debug!("accept failed: {e}"),
                     }
                 }
-                Some(next) = tcp_inputs.inbound.recv(), if room && turn.is_none() => {
-                    turn = Some(next);
+                Some(request) = tcp_inputs.inbound.recv(), if room && turn.is_none() && granted.is_none() => {
+                    // Busy with this one now: no other connection reads ahead of its turn.
+                    tcp.set_reading_free(false);
+                    match request {
+                        crate::tcp::TurnRequest::Ask(grant) => {
+                            let (to, read) = tokio::sync::oneshot::channel();
+                            if grant.send(to).is_ok() {
+                                granted = Some(read);
+                            }
+                        }
+                        // A turn without a whole message is let go at once.
+                        crate::tcp::TurnRequest::Read(t) => {
+                            turn = Some(t).filter(|t| !t.messages.is_empty());
+                        }
+                    }
+                }
+                read = async { granted.as_mut().expect("guarded").await }, if granted.is_some() => {
+                    granted = None;
+                    // A turn without a whole message is let go at once.
+                    turn = read.ok().filter(|t| !t.messages.is_empty());
                 }
                 Some(event) = tcp_inputs.events.recv() => tcp.closed(event, &mut core, now()),
                 r = socket.readable() => r?,

@@ -4,12 +4,15 @@
 //! slowing other connections. The core decides everything SIP; this module only moves
 //! framed messages and measures send queues for smart forwarding.
 //!
-//! Back-pressure: a connection's task hands its messages to the proxy loop through one
-//! small bounded channel and reads no further while its message waits, and the loop takes
-//! messages only while the core's queue has room ([`ProxyCore::has_room`]). A full queue
-//! therefore stops the reading, the kernel's receive buffer fills and TCP's flow control
-//! closes the sender's window (Shen and Schulzrinne 2010 §5), instead of messages being
-//! dropped.
+//! Back-pressure: a connection's task reads its socket when its turn comes: at once if the
+//! proxy loop is free to take it (no turn in progress or queued, room in the core's queue),
+//! else when the loop grants it the turn it queued for on a small bounded channel. The loop
+//! grants turns and takes their messages only while the core's queue has room
+//! ([`ProxyCore::has_room`]). A full queue therefore stops the reading, the kernel's receive
+//! buffer fills and TCP's flow control closes the sender's window (Shen and Schulzrinne 2010
+//! §5), instead of messages being dropped; and under load no connection's bytes wait in user
+//! space ahead of their turn, so the receive buffer alone is what a sender may have
+//! outstanding, while an idle proxy reads what arrives at once, as the simulator's does.
 
 use std::collections::HashMap;
 use std::io;
@@ -27,8 +30,7 @@ use socket2::{Domain, Protocol, Socket, Type};
 use tokio::net::{TcpListener, TcpSocket, TcpStream};
 use tokio::sync::mpsc;
 
-/// Turns of connections waiting for the proxy loop: a few, so that the shell adds little
-/// to the core's queue (the paper's application buffer).
+/// Connections queued for a turn: more wait on the channel, reading nothing meanwhile.
 const INBOUND_CAPACITY: usize = 32;
 /// Bytes read from a socket by one `read()`.
 const READ_CHUNK: usize = 4096;
@@ -37,17 +39,35 @@ const MAX_TURN_BYTES: usize = 64 * 1024;
 /// Backlog of the listening socket.
 const LISTEN_BACKLOG: i32 = 1024;
 
-/// A connection's turn: the whole messages of what its socket held when it was read. The
-/// loop takes them one at a time while its queue has room, before the next connection's
-/// turn, as an event loop that reads each ready socket once does; so a connection's share
-/// of the reading is what its receive buffer holds, and minimising that buffer limits its
-/// sender (Shen and Schulzrinne 2010, §6.1). The simulator reads its connections the same
-/// way. Dropping the turn tells the connection to read again.
+/// A connection's turn: the whole messages of what its socket held when the loop granted
+/// the turn. The loop takes them one at a time while its queue has room, before the next
+/// connection's turn, as an event loop that reads each ready socket once does; so a
+/// connection's share of the reading is what its receive buffer holds, and minimising that
+/// buffer limits its sender (Shen and Schulzrinne 2010, §6.1). The simulator reads its
+/// connections the same way. Dropping the turn tells the connection to wait for its socket
+/// again.
 #[derive(Debug)]
 pub(crate) struct Inbound {
     pub from: SocketAddr,
     pub messages: std::collections::VecDeque<Bytes>,
     pub _read_again: tokio::sync::oneshot::Sender<()>,
+}
+
+/// What a connection's task sends the proxy loop.
+#[derive(Debug)]
+pub(crate) enum TurnRequest {
+    /// A readable connection asks for a turn: the loop answers with where to send it.
+    Ask(tokio::sync::oneshot::Sender<tokio::sync::oneshot::Sender<Inbound>>),
+    /// A turn read at once, the loop being free to take it.
+    Read(Inbound),
+}
+
+/// A connection task's way to the proxy loop: the channel, and the flag the loop raises
+/// while it is free to take a turn at once (the first task to lower it reads).
+#[derive(Clone, Debug)]
+pub(crate) struct LoopLink {
+    pub requests: mpsc::Sender<TurnRequest>,
+    pub free: Arc<std::sync::atomic::AtomicBool>,
 }
 
 /// What a connection's task tells the proxy loop.
@@ -135,7 +155,7 @@ struct Conn {
 #[derive(Debug)]
 pub(crate) struct TcpInputs {
     pub listener: Option<TcpListener>,
-    pub inbound: mpsc::Receiver<Inbound>,
+    pub inbound: mpsc::Receiver<TurnRequest>,
     pub events: mpsc::UnboundedReceiver<ConnEvent>,
 }
 
@@ -147,7 +167,7 @@ pub(crate) struct Tcp {
     accepted: HashMap<SocketAddr, u64>,
     outgoing: HashMap<(SocketAddr, Lane), u64>,
     next_id: u64,
-    inbound_tx: mpsc::Sender<Inbound>,
+    link: LoopLink,
     /// Unbounded, yet bounded by the connections: each task sends one event, at its end.
     events_tx: mpsc::UnboundedSender<ConnEvent>,
     accept_tokens: f64,
@@ -187,6 +207,11 @@ pub(crate) fn listener(addr: SocketAddr, config: &TcpConfig) -> io::Result<std::
 }
 
 impl Tcp {
+    /// Whether a readable connection may read its turn at once: the loop would take it now.
+    pub(crate) fn set_reading_free(&self, free: bool) {
+        self.link.free.store(free, Ordering::Release);
+    }
+
     pub(crate) fn new(config: &TcpConfig, listener: Option<TcpListener>) -> (Tcp, TcpInputs) {
         let (inbound_tx, inbound) = mpsc::channel(INBOUND_CAPACITY);
         let (events_tx, events) = mpsc::unbounded_channel();
@@ -196,7 +221,10 @@ impl Tcp {
             accepted: HashMap::new(),
             outgoing: HashMap::new(),
             next_id: 0,
-            inbound_tx,
+            link: LoopLink {
+                requests: inbound_tx,
+                free: Arc::new(std::sync::atomic::AtomicBool::new(false)),
+            },
             events_tx,
             accept_tokens: config.accepts_per_second.max(1.0),
             accept_refill: Instant::now(),
@@ -278,7 +306,7 @@ impl Tcp {
             connect,
             shared.clone(),
             writes_rx,
-            self.inbound_tx.clone(),
+            self.link.clone(),
             self.events_tx.clone(),
             self.config.clone(),
         ));
@@ -457,7 +485,7 @@ async fn run_connection(
     connect_how: Connect,
     shared: Arc<Shared>,
     mut writes: mpsc::UnboundedReceiver<Write>,
-    inbound: mpsc::Sender<Inbound>,
+    link: LoopLink,
     events: mpsc::UnboundedSender<ConnEvent>,
     config: TcpConfig,
 ) {
@@ -505,8 +533,15 @@ async fn run_connection(
     // Framed messages not yet handed over, and the turn the loop has not finished.
     let mut waiting: std::collections::VecDeque<Bytes> = std::collections::VecDeque::new();
     let mut turn: Option<tokio::sync::oneshot::Receiver<()>> = None;
-    // Bytes read since the last turn was handed over.
-    let mut read_this_turn = 0usize;
+    // The socket is readable and a turn is to be asked for; asked for and not yet granted;
+    // granted and read, to be handed over.
+    let mut readable = false;
+    let mut asked: Option<tokio::sync::oneshot::Receiver<tokio::sync::oneshot::Sender<Inbound>>> =
+        None;
+    let mut reply: Option<tokio::sync::oneshot::Sender<Inbound>> = None;
+    // Read without a grant, the loop being free: the turn goes on the channel.
+    let mut read_unasked = false;
+    let mut unasked: Option<Inbound> = None;
     let mut writing: Option<(Write, usize)> = None;
     let mut pong = false;
     let reason = loop {
@@ -529,10 +564,6 @@ async fn run_connection(
                 if size != config.accepted_receive_buffer() {
                     let _ = socket2::SockRef::from(&*stream).set_recv_buffer_size(size);
                 }
-            }
-            if waiting.is_empty() {
-                // Only part of a message yet: a turn begins with its first whole one.
-                read_this_turn = 0;
             }
             if framer.keepalives > seen {
                 // RFC 5626 §4.4.1: a double-CRLF ping gets a single CRLF pong.
@@ -562,33 +593,69 @@ async fn run_connection(
             Some(started) => (started + message_limit).min(last_activity + idle),
             None => last_activity + idle,
         };
-        // What the socket held is read: hand its messages over as one turn.
-        let turn_read = read_this_turn > 0 && !waiting.is_empty();
+        // What the socket held when the turn was granted is read and framed: its whole
+        // messages are the turn (none, if only part of one came; the loop lets it go).
+        if reply.is_some() || std::mem::take(&mut read_unasked) {
+            let (read_again, finished) = tokio::sync::oneshot::channel();
+            let this_turn = Inbound {
+                from: remote,
+                messages: std::mem::take(&mut waiting),
+                _read_again: read_again,
+            };
+            match reply.take() {
+                Some(reply) => {
+                    let _ = reply.send(this_turn);
+                }
+                None => unasked = Some(this_turn),
+            }
+            turn = Some(finished);
+        }
+        let idle = turn.is_none() && asked.is_none();
+        // The loop is free: read now, without asking.
+        let read_now = idle
+            && readable
+            && link
+                .free
+                .compare_exchange(true, false, Ordering::AcqRel, Ordering::Relaxed)
+                .is_ok();
         tokio::select! {
-            permit = inbound.reserve(), if turn.is_none() && turn_read => {
-                let Ok(permit) = permit else { break CloseReason::Shutdown };
-                let (read_again, finished) = tokio::sync::oneshot::channel();
-                permit.send(Inbound {
-                    from: remote,
-                    messages: std::mem::take(&mut waiting),
-                    _read_again: read_again,
-                });
-                turn = Some(finished);
-                read_this_turn = 0;
-            }
-            // Resolves when the loop drops the turn, done or not (at shutdown).
-            _ = async { turn.as_mut().expect("guarded").await }, if turn.is_some() => {
-                turn = None;
-            }
-            r = stream.readable(), if turn.is_none() && !turn_read => {
+            r = stream.readable(), if idle && !readable => {
                 if r.is_err() {
                     break CloseReason::Peer;
+                }
+                readable = true;
+            }
+            permit = link.requests.reserve(), if unasked.is_some() => {
+                let Ok(permit) = permit else { break CloseReason::Shutdown };
+                permit.send(TurnRequest::Read(unasked.take().expect("guarded")));
+            }
+            permit = link.requests.reserve(), if idle && readable && !read_now => {
+                let Ok(permit) = permit else { break CloseReason::Shutdown };
+                let (grant, granted) = tokio::sync::oneshot::channel();
+                permit.send(TurnRequest::Ask(grant));
+                asked = Some(granted);
+                readable = false;
+            }
+            granted = async {
+                if read_now {
+                    Ok(None)
+                } else {
+                    asked.as_mut().expect("guarded").await.map(Some)
+                }
+            }, if asked.is_some() || read_now => {
+                asked = None;
+                readable = false;
+                match granted {
+                    Ok(Some(to)) => reply = Some(to),
+                    Ok(None) => read_unasked = true,
+                    Err(_) => break CloseReason::Shutdown,
                 }
                 // Everything the socket holds, up to a turn's worth, one read() at a time.
                 let framer =
                     framer.get_or_insert_with(|| StreamFramer::new(config.max_message_size));
                 let mut chunk = [0u8; READ_CHUNK];
                 let mut closed = None;
+                let mut read_this_turn = 0usize;
                 while read_this_turn < MAX_TURN_BYTES {
                     match stream.try_read(&mut chunk) {
                         Ok(0) => {
@@ -614,6 +681,10 @@ async fn run_connection(
                     // The kernel clears it again after a while: set it on every read.
                     let _ = socket2::SockRef::from(&*stream).set_quickack(true);
                 }
+            }
+            // Resolves when the loop drops the turn, done or not (at shutdown).
+            _ = async { turn.as_mut().expect("guarded").await }, if turn.is_some() => {
+                turn = None;
             }
             w = writes.recv(), if writing.is_none() => {
                 // The loop dropped its sender: the connection was closed on its side.
@@ -645,9 +716,11 @@ async fn run_connection(
                 if message_started.is_some_and(|s| s + message_limit <= tokio::time::Instant::now()) {
                     break CloseReason::PartialMessage;
                 }
-                // Idle only if nothing waits to be written either: a peer that reads
-                // nothing is caught by its write queue's limit, not here.
-                if writing.is_none() {
+                // Idle only if nothing waits to be written either (a peer that reads
+                // nothing is caught by its write queue's limit, not here), and nothing
+                // waits to be read: a connection waiting for its turn is not idle.
+                let waiting_for_turn = readable || asked.is_some() || turn.is_some() || unasked.is_some();
+                if writing.is_none() && !waiting_for_turn {
                     break CloseReason::Idle;
                 }
                 last_activity = tokio::time::Instant::now();
