@@ -48,7 +48,10 @@
 //! UAS gave up on (its ACK never came), and `no 180`, the share of answered calls whose
 //! 180 never reached the caller. The simulator counts a call good only when all five
 //! setup messages got through (the paper's definition, 180 included, which nobody
-//! retransmits); `sluice load` counts it when its ACK went out within 10 s. Without
+//! retransmits); `sluice load` counts it when its ACK went out within 10 s. `at UAS`
+//! joins the two ends by Call-ID: the calls whose 180 and 200 reached the caller and whose
+//! ACK reached the UAS within 10 s of the INVITE, the simulator's rule whole, which the
+//! comparison with the simulator uses. Without
 //! control the two part: the RE's full queue drops most arrivals, calls still complete
 //! through retransmissions of the INVITE, 200 and ACK, but their 180s are lost, so the
 //! simulator's none collapses where the live one, by the caller's count, may not.
