@@ -30,6 +30,18 @@ use crate::scenario::{splitmix, ArrivalProcess, Scenario};
 use crate::tcp::{Sockets, Streams};
 use crate::ua::{Callee, Caller};
 
+/// A handler's context from the engine's fields, borrowed apart from the nodes.
+macro_rules! cx {
+    ($engine:ident) => {
+        Cx {
+            now: $engine.now,
+            sends: &mut $engine.sends,
+            ledger: &mut $engine.ledger,
+            hangups: &mut $engine.hangups,
+        }
+    };
+}
+
 /// `Stream`: bytes on one direction of a TCP connection reach the receiver's buffer.
 #[derive(Clone, Copy, Debug)]
 enum Ev {
@@ -394,12 +406,7 @@ impl Engine {
                     let i = source as usize;
                     let hold = self.sources[i].holding_ns();
                     let call = self.ledger.new_call(self.now, i, hold);
-                    let mut cx = Cx {
-                        now: self.now,
-                        sends: &mut self.sends,
-                        ledger: &mut self.ledger,
-                        hangups: &mut self.hangups,
-                    };
+                    let mut cx = cx!(self);
                     self.callers[i].start_call(&mut cx, call);
                     if let Some(at) = self.sources[i].next_after(self.now, self.end) {
                         self.agenda.push(at, Ev::Arrival { source });
@@ -408,12 +415,7 @@ impl Engine {
                 }
                 Ev::HangUp { call } => {
                     if let Some(i) = self.ledger.call(call).map(|c| usize::from(c.source)) {
-                        let mut cx = Cx {
-                            now: self.now,
-                            sends: &mut self.sends,
-                            ledger: &mut self.ledger,
-                            hangups: &mut self.hangups,
-                        };
+                        let mut cx = cx!(self);
                         self.callers[i].hang_up(&mut cx, call);
                         self.after(self.topo.caller(i), false);
                     }
@@ -429,12 +431,7 @@ impl Engine {
 
     fn deliver(&mut self, to: NodeId, p: Packet) {
         self.sync(to);
-        let mut cx = Cx {
-            now: self.now,
-            sends: &mut self.sends,
-            ledger: &mut self.ledger,
-            hangups: &mut self.hangups,
-        };
+        let mut cx = cx!(self);
         match self.topo.role(to) {
             Role::Caller(i) => self.callers[i].on_message(&mut cx, p.bytes),
             Role::Se(i) => self.ses[i].on_packet(&mut cx, p),
@@ -446,12 +443,7 @@ impl Engine {
     /// A message read from a TCP connection; `from` is its remote address as `to` names it.
     fn deliver_stream(&mut self, to: NodeId, bytes: Bytes, from: SocketAddr, retrans: bool) {
         self.sync(to);
-        let mut cx = Cx {
-            now: self.now,
-            sends: &mut self.sends,
-            ledger: &mut self.ledger,
-            hangups: &mut self.hangups,
-        };
+        let mut cx = cx!(self);
         match self.topo.role(to) {
             Role::Caller(i) => self.callers[i].on_message(&mut cx, bytes),
             Role::Se(i) => self.ses[i].on_stream_message(&mut cx, bytes, from, retrans),
@@ -489,12 +481,7 @@ impl Engine {
     /// Whether `node` reads another message now: a proxy while its core's queue has room,
     /// a user agent always (§4.2: infinite capacity).
     fn has_room(&mut self, node: NodeId) -> bool {
-        let mut cx = Cx {
-            now: self.now,
-            sends: &mut self.sends,
-            ledger: &mut self.ledger,
-            hangups: &mut self.hangups,
-        };
+        let mut cx = cx!(self);
         match self.topo.role(node) {
             Role::Se(i) => self.ses[i].has_room(&mut cx),
             Role::Re => self.re.has_room(&mut cx),
@@ -533,12 +520,7 @@ impl Engine {
 
     fn timeout(&mut self, node: NodeId) {
         self.sync(node);
-        let mut cx = Cx {
-            now: self.now,
-            sends: &mut self.sends,
-            ledger: &mut self.ledger,
-            hangups: &mut self.hangups,
-        };
+        let mut cx = cx!(self);
         match self.topo.role(node) {
             Role::Caller(i) => self.callers[i].on_timeout(&mut cx),
             Role::Se(i) => self.ses[i].on_timeout(&mut cx),
@@ -609,12 +591,7 @@ impl Engine {
 
     /// `node`'s connection could not take a message of `origin`.
     fn send_failed(&mut self, node: NodeId, origin: Option<sluice_txn::Origin>) {
-        let mut cx = Cx {
-            now: self.now,
-            sends: &mut self.sends,
-            ledger: &mut self.ledger,
-            hangups: &mut self.hangups,
-        };
+        let mut cx = cx!(self);
         match self.topo.role(node) {
             Role::Caller(i) => self.callers[i].on_send_error(&mut cx, origin),
             Role::Se(i) => self.ses[i].on_send_error(&mut cx, origin),
