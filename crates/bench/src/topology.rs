@@ -782,9 +782,12 @@ fn run_point(
     if !capacity.is_finite() {
         return Err(format!("{}: no emulated capacity", v.label));
     }
-    let drain = 2.0;
-    let budget = duration + drain + 30.0;
     let sc = &v.scenario;
+    // Arrivals go on past the window for the setup deadline, as in the simulator, so the
+    // window's last calls meet the same load as its first; nothing after it is counted.
+    let setup_deadline = sc.call.setup_deadline_s;
+    let drain = 2.0;
+    let budget = duration + setup_deadline + drain + 30.0;
     let ua_tcp = ua_tcp_config(sc);
     // The RE reaches the callee over TCP when it sends to its next hops over TCP.
     let uas_socket = UasSocket::bind(sc.re.tcp.to_next_hops.then_some(&ua_tcp))?;
@@ -794,7 +797,7 @@ fn run_point(
     let (uas_flag, uas) = match start_uas_on(
         uas_socket,
         contact,
-        duration,
+        duration + setup_deadline,
         &sc.call,
         ua_tcp.clone(),
         true,
@@ -847,7 +850,9 @@ fn run_point(
                     if let Some(d) = dynamic {
                         cfg.schedule = d.schedule(i, capacity)?;
                     }
-                    cfg.duration = Some(Duration::from_secs_f64(duration));
+                    cfg.duration = Some(Duration::from_secs_f64(duration + setup_deadline));
+                    cfg.delays_until = Some(Duration::from_secs_f64(duration));
+                    cfg.setup_limit = Duration::from_secs_f64(setup_deadline);
                     cfg.hold = Hold::Constant(Duration::from_secs_f64(hold.max(0.0)));
                     cfg.drain_timeout = Duration::from_secs_f64(drain);
                     cfg.delays_from = Duration::from_secs_f64(warmup);
@@ -895,7 +900,7 @@ fn run_point(
     let good_at_uas = good_at_uas(
         runs.iter().flat_map(|r| r.3.iter()),
         &uas.call_log.acks,
-        UacConfig::new(uas_addr, uas_addr, 1.0).setup_limit,
+        Duration::from_secs_f64(setup_deadline),
     );
     let runs: Vec<(Vec<SecondRow>, UacSummary)> = runs.into_iter().map(|r| (r.0, r.1)).collect();
 

@@ -111,7 +111,9 @@ pub struct OverloadArgs {
     /// experiment's sweep with --experiment).
     #[arg(long, value_delimiter = ',')]
     pub loads: Option<Vec<f64>>,
-    /// How long each point's calls arrive.
+    /// How long each point's calls arrive. With --ses or --experiment they go on arriving,
+    /// uncounted, for the setup deadline (10 s) after it, as in the simulator, so the last
+    /// counted calls meet the same load as the first.
     #[arg(long, default_value = "20s", value_parser = parse_duration)]
     pub duration: Duration,
     /// The start of each point that is not counted (default: a quarter of --duration).

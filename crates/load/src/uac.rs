@@ -70,13 +70,17 @@ pub struct UacConfig {
     /// this long after the start: a warm-up left out of them as it is left out of a bench's
     /// goodput window. The per-second rows keep every call.
     pub delays_from: Duration,
+    /// Likewise, calls started this long after the start or later are left out (none:
+    /// no end): a driver that goes on offering load past its window, so the window's last
+    /// calls meet the same load as the others, counts the window alone.
+    pub delays_until: Option<Duration>,
     pub txn: sluice_txn::Config,
     /// Distinguishes this run's Call-IDs and branches from earlier runs against the same peer.
     pub run_token: u64,
     /// The INVITE's session description ([`sluice_sip::sdp::session_description`]; empty:
     /// none).
     pub invite_body: Bytes,
-    /// Keep a record of each call started after `delays_from` that got its 2xx
+    /// Keep a record of each call started in the delays' window that got its 2xx
     /// ([`Uac::take_answered`]), for a driver that also sees the UAS's ACKs: the ACK's
     /// arrival is what the simulator's good call waits for, and the caller cannot see it.
     /// At most [`MAX_ANSWERED_RECORDS`]; the rest are counted in the summary.
@@ -113,6 +117,7 @@ impl UacConfig {
             setup_limit: Duration::from_secs(10),
             drain_timeout: Duration::from_secs(40),
             delays_from: Duration::ZERO,
+            delays_until: None,
             txn: sluice_txn::Config::default(),
             run_token: 0,
             invite_body: Bytes::new(),
@@ -582,7 +587,11 @@ impl Uac {
             return;
         };
         let since = now.saturating_since(call.started);
-        let in_window = call.started >= self.start + self.cfg.delays_from;
+        let in_window = call.started >= self.start + self.cfg.delays_from
+            && self
+                .cfg
+                .delays_until
+                .is_none_or(|until| call.started < self.start + until);
         match status {
             100 => {
                 if std::mem::replace(&mut call.seen_100, true) {

@@ -2376,6 +2376,12 @@ impl ProxyCore {
         self.via_buf.extend_from_slice(self.me.as_bytes());
         self.via_buf.extend_from_slice(b";branch=");
         self.via_buf.extend_from_slice(branch.as_bytes());
+        if to.transport == Transport::Tcp {
+            // RFC 3581: the next hop fills in the connection's port, so that a response
+            // relayed by this Via alone (a repeated 2xx after the transaction ended) comes
+            // back on the connection this request left on, not to a port where none is.
+            self.via_buf.extend_from_slice(b";rport");
+        }
         if let Some(now) = oc_towards {
             // SE: declare support for overload control to a configured next hop.
             self.hop.append_via(now, to.addr, &mut self.via_buf);

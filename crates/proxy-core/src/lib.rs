@@ -208,5 +208,5 @@ pub use hop::{HopRole, HopStats, OverloadConfig};
 pub use host_port::resolve as resolve_host_port;
 pub use record::{Processed, Record};
 pub use sluice_txn::Transport;
-pub use tcp::{is_invite, ConnectionSplit, Lane, TcpConfig};
+pub use tcp::{is_invite, ConnectionSplit, Lane, TcpConfig, MAX_TURN_BYTES};
 pub use transmit::Transmit;

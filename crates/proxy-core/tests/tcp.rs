@@ -380,3 +380,43 @@ fn ecs_bm_minimises_the_buffers_of_connections_that_begin_with_an_invite_only() 
     // Without it, the listener's buffer as configured (0: the kernel's).
     assert_eq!(TcpConfig::default().accepted_receive_buffer(), 0);
 }
+
+#[test]
+fn a_repeated_2xx_after_the_transaction_ended_goes_back_on_the_senders_connection() {
+    let mut core = ProxyCore::new(&config(towards_next_hop()), addr(PROXY), Time::ZERO);
+    // The upstream proxy asked for rport (RFC 3581), as this one does over TCP.
+    let request = invite("r1", "TCP").replace("branch=z9hG4bKr1", "branch=z9hG4bKr1;rport");
+    let out = over_tcp(&mut core, Time::ZERO, &request, UAC_CONNECTION);
+    let fwd = out
+        .iter()
+        .find(|t| text(t).starts_with("INVITE "))
+        .expect("INVITE forwarded");
+    // Its own Via asks the next hop for the same.
+    assert!(
+        text(fwd).contains(";rport\r\n"),
+        "the proxy's Via asks for rport: {}",
+        text(fwd)
+    );
+    assert!(
+        text(fwd).contains(
+            "Via: SIP/2.0/TCP 192.0.2.10:5062;branch=z9hG4bKr1;received=192.0.2.10;rport=40001\r\n"
+        ),
+        "rport filled with the connection's port (and received with it, RFC 3581 §4): {}",
+        text(fwd)
+    );
+    let ok = answer(fwd, 200);
+    let first = over_tcp(&mut core, Time::from_millis(10), &ok, UAS);
+    assert_eq!(first[0].to, addr(UAC_CONNECTION));
+    // The 2xx ended the client transaction; the UAS repeats it (no ACK yet). Relayed by
+    // the Via alone, it goes to the connection's port, not to the listening port 5062.
+    let repeated = over_tcp(&mut core, Time::from_millis(510), &ok, UAS);
+    assert_eq!(repeated.len(), 1, "{repeated:?}");
+    assert_eq!(
+        (
+            repeated[0].to,
+            repeated[0].transport,
+            status_of(&repeated[0])
+        ),
+        (addr(UAC_CONNECTION), Transport::Tcp, Some(200))
+    );
+}

@@ -22,7 +22,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use sluice_proxy_core::{Lane, ProxyCore, TcpConfig, Transmit};
+use sluice_proxy_core::{Lane, ProxyCore, TcpConfig, Transmit, MAX_TURN_BYTES};
 use sluice_sip::StreamFramer;
 use sluice_time::Time;
 use sluice_txn::Origin;
@@ -34,8 +34,6 @@ use tokio::sync::mpsc;
 const INBOUND_CAPACITY: usize = 32;
 /// Bytes read from a socket by one `read()`.
 const READ_CHUNK: usize = 4096;
-/// Most bytes one turn takes from a connection: what its receive buffer holds, up to this.
-const MAX_TURN_BYTES: usize = 64 * 1024;
 /// Backlog of the listening socket.
 const LISTEN_BACKLOG: i32 = 1024;
 

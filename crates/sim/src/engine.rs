@@ -270,15 +270,7 @@ impl Engine {
             sc.call.body_bytes,
         );
         let (send, receive) = (sc.tcp.send_buffer, sc.tcp.receive_buffer);
-        let ua = Sockets {
-            accepted_send: send as u64,
-            accepted_receive: receive as u64,
-            opened_send: send as u64,
-            opened_receive: receive as u64,
-            write_queue: sc.tcp.ua_write_queue as u64,
-            max_message: sluice_proxy_core::TcpConfig::default().max_message_size,
-            accepted_invites_receive: 0,
-        };
+        let ua = Sockets::of_user_agent(send, receive, sc.tcp.ua_write_queue);
         let sockets = (0..topo.nodes())
             .map(|k| match topo.role(NodeId(k as u32)) {
                 Role::Se(_) => Sockets::of_proxy(&sc.se.tcp, send, receive),

@@ -232,11 +232,12 @@ pub struct LinkConfig {
 pub struct TcpModel {
     /// The callers reach their SE over TCP, one connection each.
     pub callers: bool,
-    /// Socket send buffer, bytes, of the user agents and of every proxy socket its `tcp`
-    /// table leaves at 0: Linux's default, 16 KB (§4.2).
+    /// SO_SNDBUF, bytes, of the user agents and of every proxy socket its `tcp` table
+    /// leaves at 0. Every size here is what setsockopt asks, as the live shell sets it;
+    /// Linux doubles it (socket(7)), so half the kernel's default of §4.2, 16 KB, is 8 KB.
     pub send_buffer: usize,
-    /// Socket receive buffer, bytes, likewise: the effective 64 KB of §4.2 (85 KB less
-    /// Linux's quarter for bookkeeping).
+    /// SO_RCVBUF, bytes, likewise: half the 85 KB (87,380 bytes) of §4.2, whose window
+    /// Linux then put at 64 KB.
     pub receive_buffer: usize,
     /// Bytes a user agent queues in user space per connection when its send buffer is
     /// full; a message that does not fit is dropped (the proxies have `tcp.write_queue_bytes`).
@@ -247,8 +248,8 @@ impl Default for TcpModel {
     fn default() -> Self {
         Self {
             callers: false,
-            send_buffer: 16 * 1024,
-            receive_buffer: 64 * 1024,
+            send_buffer: 8 * 1024,
+            receive_buffer: 43_690,
             ua_write_queue: 1 << 20,
         }
     }
