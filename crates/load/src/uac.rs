@@ -171,6 +171,8 @@ pub struct Uac {
     out: VecDeque<Out>,
     /// Calls that ended, for the driver (kept only over a reliable transport).
     ended_calls: VecDeque<u64>,
+    /// The ACKs of answered calls that ended, to answer their 2xx retransmissions.
+    ended_acks: EndedAcks,
     /// Set when the last call has started: the drain deadline runs from here.
     arrivals_ended: Option<Time>,
     done: bool,
@@ -198,6 +200,49 @@ pub struct Uac {
 /// Rows kept while the driver does not take them.
 const MAX_QUEUED_ROWS: usize = 3600;
 
+/// The ACKs of calls that ended after their 2xx, each kept for 64*T1: a 2xx repeated after
+/// the call's BYE was answered (its first ACK lost or late on the way) is still ACKed, as
+/// RFC 3261 §13.2.2.4 asks for every 2xx and RFC 6026 keeps the INVITE's client transaction
+/// for (Timer M). At most `limit` entries; the oldest go first, counted.
+#[derive(Debug)]
+struct EndedAcks {
+    acks: HashMap<u64, Bytes>,
+    by_age: VecDeque<(Time, u64)>,
+    limit: usize,
+    forgotten_early: u64,
+}
+
+impl EndedAcks {
+    fn new(limit: usize) -> EndedAcks {
+        EndedAcks {
+            acks: HashMap::new(),
+            by_age: VecDeque::new(),
+            limit: limit.max(1),
+            forgotten_early: 0,
+        }
+    }
+
+    fn keep(&mut self, now: Time, call: u64, ack: Bytes, for_how_long: Duration) {
+        while let Some(&(until, old)) = self.by_age.front() {
+            let full = self.by_age.len() >= self.limit;
+            if until > now && !full {
+                break;
+            }
+            if until > now {
+                self.forgotten_early += 1;
+            }
+            self.by_age.pop_front();
+            self.acks.remove(&old);
+        }
+        self.by_age.push_back((now + for_how_long, call));
+        self.acks.insert(call, ack);
+    }
+
+    fn get(&self, call: u64) -> Option<Bytes> {
+        self.acks.get(&call).cloned()
+    }
+}
+
 impl Uac {
     pub fn new(cfg: UacConfig, now: Time) -> Uac {
         let arrivals = Arrivals::new(
@@ -223,6 +268,7 @@ impl Uac {
             hangups: BinaryHeap::new(),
             out: VecDeque::new(),
             ended_calls: VecDeque::new(),
+            ended_acks: EndedAcks::new(cfg.max_in_progress),
             arrivals_ended: None,
             done: false,
             second: Counts::default(),
@@ -447,9 +493,9 @@ impl Uac {
                         call.tx = Some(tx);
                     }
                 }
-                Err(_) => self.end_call(n, |c| c.failed.bye += 1),
+                Err(_) => self.end_call(now, n, |c| c.failed.bye += 1),
             },
-            Err(_) => self.end_call(n, |c| c.failed.bye += 1),
+            Err(_) => self.end_call(now, n, |c| c.failed.bye += 1),
         }
         self.drain(now);
     }
@@ -499,8 +545,8 @@ impl Uac {
                 match response.cseq().map(|c| &c.method) {
                     Some(Method::Invite) => self.on_invite_response(now, n, &response),
                     Some(Method::Bye) => match response.status() {
-                        Some(200..=299) => self.end_call(n, |c| c.completed += 1),
-                        Some(300..) => self.end_call(n, |c| c.failed.bye += 1),
+                        Some(200..=299) => self.end_call(now, n, |c| c.completed += 1),
+                        Some(300..) => self.end_call(now, n, |c| c.failed.bye += 1),
                         _ => {}
                     },
                     _ => {}
@@ -519,9 +565,12 @@ impl Uac {
                     (response.status(), response.cseq().map(|c| &c.method))
                 {
                     let n = call_number(&response);
-                    let ack = n
-                        .and_then(|n| self.calls.get(&n))
-                        .and_then(|c| c.ack.clone());
+                    let ack = n.and_then(|n| {
+                        self.calls
+                            .get(&n)
+                            .and_then(|c| c.ack.clone())
+                            .or_else(|| self.ended_acks.get(n))
+                    });
                     match (n, ack) {
                         (Some(n), Some(ack)) => self.send_ack(n, ack, true),
                         _ => self.unknown_call_responses += 1,
@@ -533,14 +582,14 @@ impl Uac {
                 ..
             } => {
                 if let Some(&n) = self.tx_calls.get(&tx) {
-                    self.fail_call(n, |c| &mut c.failed.timeout);
+                    self.fail_call(now, n, |c| &mut c.failed.timeout);
                 }
             }
             Event::TransportError {
                 origin: Origin::Client(tx),
             } => {
                 if let Some(&n) = self.tx_calls.get(&tx) {
-                    self.fail_call(n, |c| &mut c.failed.transport);
+                    self.fail_call(now, n, |c| &mut c.failed.transport);
                 }
             }
             Event::Terminated {
@@ -558,20 +607,23 @@ impl Uac {
     }
 
     /// Ends a call that failed: in the INVITE phase by `cause`, later as a BYE failure.
-    fn fail_call(&mut self, n: u64, cause: fn(&mut Counts) -> &mut u64) {
+    fn fail_call(&mut self, now: Time, n: u64, cause: fn(&mut Counts) -> &mut u64) {
         let inviting = self
             .calls
             .get(&n)
             .is_some_and(|c| c.phase == Phase::Inviting);
         if inviting {
-            self.end_call(n, |c| *cause(c) += 1);
+            self.end_call(now, n, |c| *cause(c) += 1);
         } else {
-            self.end_call(n, |c| c.failed.bye += 1);
+            self.end_call(now, n, |c| c.failed.bye += 1);
         }
     }
 
-    fn end_call(&mut self, n: u64, count: impl FnOnce(&mut Counts)) {
-        if self.calls.remove(&n).is_some() {
+    fn end_call(&mut self, now: Time, n: u64, count: impl FnOnce(&mut Counts)) {
+        if let Some(call) = self.calls.remove(&n) {
+            if let Some(ack) = call.ack {
+                self.ended_acks.keep(now, n, ack, 64 * self.cfg.txn.t1);
+            }
             count(&mut self.second);
             if self.cfg.transport.is_reliable() {
                 self.ended_calls.push_back(n);
@@ -651,9 +703,9 @@ impl Uac {
                 }
             }
             200..=299 => {}
-            503 => self.end_call(n, |c| c.failed.rejected_503 += 1),
-            408 => self.end_call(n, |c| c.failed.timeout += 1),
-            _ => self.end_call(n, |c| c.failed.other_final += 1),
+            503 => self.end_call(now, n, |c| c.failed.rejected_503 += 1),
+            408 => self.end_call(now, n, |c| c.failed.timeout += 1),
+            _ => self.end_call(now, n, |c| c.failed.other_final += 1),
         }
     }
 
@@ -859,6 +911,7 @@ impl Uac {
             unknown_call_responses: self.unknown_call_responses,
             late_provisionals: self.late_provisionals,
             answered_unrecorded: self.answered_unrecorded,
+            ended_acks_forgotten_early: self.ended_acks.forgotten_early,
             transaction_table_refusals: stats.refused.table_full,
             rows_dropped: self.rows_dropped,
         }
@@ -922,6 +975,9 @@ pub struct UacSummary {
     pub rows_dropped: u64,
     /// Answered calls [`UacConfig::record_answered`] could not keep (over its limit).
     pub answered_unrecorded: u64,
+    /// ACKs of ended calls let go before 64*T1 because `max_in_progress` of them were kept:
+    /// a 2xx repeated after that goes unanswered (an unknown call's response).
+    pub ended_acks_forgotten_early: u64,
 }
 
 impl UacSummary {

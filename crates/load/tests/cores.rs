@@ -585,3 +585,36 @@ fn bodies_of_the_size_asked_and_no_100_when_the_uas_sends_none() {
     let s = uac.summary();
     assert_eq!((s.successful, s.messages_received), (50, 150));
 }
+
+#[test]
+fn a_2xx_repeated_after_the_call_ended_is_still_acked() {
+    let mut cfg = uac_config(1.0, 1);
+    cfg.hold = Hold::Constant(Duration::ZERO);
+    let mut uac = Uac::new(cfg, Time::ZERO);
+    uac.handle_timeout(Time::ZERO);
+    let invite = Message::parse(uac.poll_transmit().unwrap().payload).unwrap();
+    let ok = edit::response_to(&invite, 200).to_tag("t").build();
+    uac.handle_datagram(Time::from_millis(2), ok.clone(), addr(UAS));
+    uac.handle_timeout(Time::from_millis(2));
+    let sent: Vec<Out> = std::iter::from_fn(|| uac.poll_transmit()).collect();
+    assert!(sent[0].payload.starts_with(b"ACK "), "{sent:?}");
+    let bye = sent
+        .iter()
+        .find(|o| o.payload.starts_with(b"BYE "))
+        .expect("BYE at once with no holding time");
+    let bye = Message::parse(bye.payload.clone()).unwrap();
+    uac.handle_datagram(
+        Time::from_millis(4),
+        edit::response_to(&bye, 200).build(),
+        addr(UAS),
+    );
+    assert_eq!(uac.summary().completed, 1);
+    // The UAS did not get the first ACK and repeats its 2xx after the call ended: it is
+    // ACKed again (RFC 3261 §13.2.2.4), not taken for an unknown call's response.
+    uac.handle_datagram(Time::from_millis(500), ok, addr(UAS));
+    let again = uac.poll_transmit().expect("the ACK again");
+    assert_eq!(again.payload, sent[0].payload);
+    let s = uac.summary();
+    assert_eq!(s.unknown_call_responses, 0);
+    assert_eq!(s.retransmissions_sent_by_type.ack, 1);
+}
