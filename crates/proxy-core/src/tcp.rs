@@ -44,6 +44,7 @@ pub enum ConnectionSplit {
 /// holds, up to this. The window reopens by a turn at once; the messages then wait in user
 /// space for the processor. The shell reads so, and the simulator models it.
 pub const MAX_TURN_BYTES: usize = 64 * 1024;
+
 /// SIP over TCP: listening, connections to next hops, their limits, and Shen and
 /// Schulzrinne's controls. Buffer sizes of 0 leave the kernel's default.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]

@@ -60,6 +60,14 @@ pub(crate) enum TurnRequest {
     Read(Inbound),
 }
 
+/// Where a connection's task hands the turn it has read: to the loop that granted it, or
+/// on the channel, read without a grant while the loop was free.
+#[derive(Debug)]
+enum ReadFor {
+    Grant(tokio::sync::oneshot::Sender<Inbound>),
+    Unasked,
+}
+
 /// A connection task's way to the proxy loop: the channel, and the flag the loop raises
 /// while it is free to take a turn at once (the first task to lower it reads).
 #[derive(Clone, Debug)]
@@ -532,13 +540,11 @@ async fn run_connection(
     let mut waiting: std::collections::VecDeque<Bytes> = std::collections::VecDeque::new();
     let mut turn: Option<tokio::sync::oneshot::Receiver<()>> = None;
     // The socket is readable and a turn is to be asked for; asked for and not yet granted;
-    // granted and read, to be handed over.
+    // read, to be handed over as granted or, read without a grant, on the channel.
     let mut readable = false;
     let mut asked: Option<tokio::sync::oneshot::Receiver<tokio::sync::oneshot::Sender<Inbound>>> =
         None;
-    let mut reply: Option<tokio::sync::oneshot::Sender<Inbound>> = None;
-    // Read without a grant, the loop being free: the turn goes on the channel.
-    let mut read_unasked = false;
+    let mut read_for: Option<ReadFor> = None;
     let mut unasked: Option<Inbound> = None;
     let mut writing: Option<(Write, usize)> = None;
     let mut pong = false;
@@ -593,18 +599,18 @@ async fn run_connection(
         };
         // What the socket held when the turn was granted is read and framed: its whole
         // messages are the turn (none, if only part of one came; the loop lets it go).
-        if reply.is_some() || std::mem::take(&mut read_unasked) {
+        if let Some(read_for) = read_for.take() {
             let (read_again, finished) = tokio::sync::oneshot::channel();
             let this_turn = Inbound {
                 from: remote,
                 messages: std::mem::take(&mut waiting),
                 _read_again: read_again,
             };
-            match reply.take() {
-                Some(reply) => {
+            match read_for {
+                ReadFor::Grant(reply) => {
                     let _ = reply.send(this_turn);
                 }
-                None => unasked = Some(this_turn),
+                ReadFor::Unasked => unasked = Some(this_turn),
             }
             turn = Some(finished);
         }
@@ -644,8 +650,8 @@ async fn run_connection(
                 asked = None;
                 readable = false;
                 match granted {
-                    Ok(Some(to)) => reply = Some(to),
-                    Ok(None) => read_unasked = true,
+                    Ok(Some(to)) => read_for = Some(ReadFor::Grant(to)),
+                    Ok(None) => read_for = Some(ReadFor::Unasked),
                     Err(_) => break CloseReason::Shutdown,
                 }
                 // Everything the socket holds, up to a turn's worth, one read() at a time.

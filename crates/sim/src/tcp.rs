@@ -165,8 +165,9 @@ pub(crate) struct Streams {
     outputs: Vec<Vec<u32>>,
     inputs: Vec<Vec<u32>>,
     cursor: Vec<usize>,
-    /// Per node: the connection it is reading, and the offset its read ends at.
-    turn: Vec<Option<(u32, u64)>>,
+    /// Per node: the connection it is reading; its turn lasts while what the turn drained
+    /// out of the socket is not all taken.
+    turn: Vec<Option<u32>>,
     /// Messages no write queue could take.
     pub drops: u64,
     /// Per node: the messages and bytes its write queues could not take.
@@ -400,10 +401,8 @@ impl Streams {
     /// minimising it limits a sender (§6.1).
     pub fn next_to_read(&self, node: NodeId) -> Option<u32> {
         let i = node.0 as usize;
-        if let Some((h, end)) = self.turn[i] {
-            if self.halves[h as usize].read < end {
-                return Some(h);
-            }
+        if let Some(h) = self.turn[i].filter(|&h| self.in_turn(h)) {
+            return Some(h);
         }
         let inputs = &self.inputs[i];
         let n = inputs.len();
@@ -415,16 +414,22 @@ impl Streams {
     /// `node` reads `h` now: begins a turn unless it is in one of `h`'s.
     pub fn begin_read(&mut self, node: NodeId, h: u32) {
         let i = node.0 as usize;
-        if self.turn[i].is_some_and(|(t, end)| t == h && self.halves[h as usize].read < end) {
+        if self.turn[i] == Some(h) && self.in_turn(h) {
             return;
         }
         // One read() of what the socket holds, up to a turn's worth, as the shell reads.
         let half = &mut self.halves[h as usize];
         half.drained = half.arrived.min(half.drained + MAX_TURN_BYTES as u64);
-        self.turn[i] = Some((h, half.drained));
+        self.turn[i] = Some(h);
         if let Some(k) = self.inputs[i].iter().position(|&x| x == h) {
             self.cursor[i] = (k + 1) % self.inputs[i].len();
         }
+    }
+
+    /// What a turn drained out of `h`'s socket is not all taken yet.
+    fn in_turn(&self, h: u32) -> bool {
+        let half = &self.halves[h as usize];
+        half.read < half.drained
     }
 
     /// Bytes wait in `h`'s receive buffer.
