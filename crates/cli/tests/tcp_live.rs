@@ -352,3 +352,121 @@ fn hostile_tcp_peers_are_bounded_and_counted_while_calls_flow() {
         "{per_connection} bytes per idle connection"
     );
 }
+
+/// A busy connection whose every read ends inside a message (as under load, when a turn
+/// cuts the stream anywhere) is not taken for a stalled one: the message timeout is for
+/// one message, not for a connection that always has one in flight.
+#[test]
+fn a_connection_always_mid_message_is_not_closed_by_the_message_timeout() {
+    let dir = tempfile::tempdir().unwrap();
+    let proxy = ProxyProcess::start(dir.path(), "[tcp]\nmessage_timeout_s = 1.0\n");
+    let messages: Vec<String> = (0..1500)
+        .map(|i| {
+            format!(
+                "OPTIONS sip:nobody@127.0.0.1 SIP/2.0\r\nVia: SIP/2.0/TCP 127.0.0.1:9;branch=z9hG4bKmm{i}\r\n\
+                 Max-Forwards: 0\r\nFrom: <sip:x@127.0.0.1>;tag=x\r\nTo: <sip:nobody@127.0.0.1>\r\n\
+                 Call-ID: mm{i}\r\nCSeq: 1 OPTIONS\r\nContent-Length: 0\r\n\r\n"
+            )
+        })
+        .collect();
+    let mut s = TcpStream::connect(proxy.addr).unwrap();
+    s.set_nodelay(true).unwrap();
+    let mut reader = s.try_clone().unwrap();
+    let expected = messages.len();
+    let responses = std::thread::spawn(move || {
+        reader
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        let (mut seen, mut buf, mut text) = (0, [0u8; 4096], Vec::new());
+        while seen < expected {
+            match reader.read(&mut buf) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => text.extend_from_slice(&buf[..n]),
+            }
+            seen = text.windows(8).filter(|w| w == b"SIP/2.0 ").count();
+        }
+        seen
+    });
+    // Each write ends halfway through the next message, for 3 s (3 message timeouts).
+    let mut pending = "";
+    for m in &messages {
+        let (head, tail) = m.split_at(m.len() / 2);
+        s.write_all(format!("{pending}{head}").as_bytes()).unwrap();
+        pending = tail;
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    s.write_all(pending.as_bytes()).unwrap();
+    let answered = responses.join().unwrap();
+    let status = proxy.status();
+    proxy.stop();
+    let tcp = &status["tcp"];
+    assert_eq!(tcp["closed"]["partial_message"], 0, "{tcp}");
+    assert_eq!(answered, expected, "{tcp}");
+}
+
+/// Reads from `s` until `needle` has arrived; the text read.
+fn read_until(s: &mut TcpStream, needle: &str) -> String {
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let (mut text, mut buf) = (String::new(), [0u8; 4096]);
+    while !text.contains(needle) {
+        match s.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => text.push_str(&String::from_utf8_lossy(&buf[..n])),
+        }
+    }
+    text
+}
+
+/// RFC 5923 connection reuse, live: a next hop that connected with `alias` in its Via
+/// gets the requests for its address on that connection, though nothing listens there;
+/// once the connection closes, the alias is forgotten.
+#[test]
+fn a_next_hop_that_asks_for_an_alias_gets_requests_on_its_own_connection() {
+    let dir = tempfile::tempdir().unwrap();
+    // The next hop's address: nothing listens on it, so only reuse reaches the peer.
+    let next_hop_port = free_port();
+    let proxy = ProxyProcess::start(
+        dir.path(),
+        &format!("next_hop = \"127.0.0.1:{next_hop_port}\"\n[tcp]\nto_next_hops = true\n"),
+    );
+    let mut next_hop = TcpStream::connect(proxy.addr).unwrap();
+    let options = |branch: &str, via: &str| {
+        format!(
+            "OPTIONS sip:probe@127.0.0.1 SIP/2.0\r\nVia: SIP/2.0/TCP {via};branch=z9hG4bK{branch}\r\n\
+             Max-Forwards: 0\r\nFrom: <sip:n@127.0.0.1>;tag=n\r\nTo: <sip:probe@127.0.0.1>\r\n\
+             Call-ID: {branch}\r\nCSeq: 1 OPTIONS\r\nContent-Length: 0\r\n\r\n"
+        )
+    };
+    next_hop
+        .write_all(options("al1", &format!("127.0.0.1:{next_hop_port};alias")).as_bytes())
+        .unwrap();
+    assert!(read_until(&mut next_hop, "\r\n\r\n").starts_with("SIP/2.0 "));
+    assert_eq!(proxy.status()["tcp"]["aliases"], 1);
+
+    // A call from elsewhere goes to the next hop: on the connection it opened.
+    let mut caller = TcpStream::connect(proxy.addr).unwrap();
+    let invite = "INVITE sip:service@127.0.0.1 SIP/2.0\r\nVia: SIP/2.0/TCP 127.0.0.1:9;branch=z9hG4bKalc1\r\n\
+         Max-Forwards: 70\r\nFrom: <sip:c@127.0.0.1>;tag=c\r\nTo: <sip:service@127.0.0.1>\r\n\
+         Call-ID: alc1\r\nCSeq: 1 INVITE\r\nContent-Length: 0\r\n\r\n";
+    caller.write_all(invite.as_bytes()).unwrap();
+    let relayed = read_until(&mut next_hop, "Call-ID: alc1");
+    assert!(
+        relayed.contains("INVITE sip:service@127.0.0.1 SIP/2.0"),
+        "{relayed}"
+    );
+    let status = proxy.status();
+    assert_eq!(
+        status["tcp"]["opened"], 0,
+        "no connection of its own: {status}"
+    );
+
+    // The connection closes: the alias goes with it.
+    drop(next_hop);
+    let waiting = Instant::now();
+    while proxy.status()["tcp"]["aliases"] != 0 && waiting.elapsed() < Duration::from_secs(5) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let status = proxy.status();
+    proxy.stop();
+    assert_eq!(status["tcp"]["aliases"], 0, "{status}");
+}

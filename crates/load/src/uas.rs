@@ -21,7 +21,7 @@ use bytes::Bytes;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
-use sluice_sip::{edit, HeaderName, Message, Method};
+use sluice_sip::{edit, Message, Method};
 use sluice_time::Time;
 use sluice_txn::{Event, Origin, Peer, Received, ServerTxId, TransactionLayer, Transport, TxId};
 
@@ -421,13 +421,9 @@ impl Uas {
     /// A response echoing the request's Record-Route; with `contact`, a Contact for in-dialog
     /// requests over that transport.
     fn response(&self, request: &Message, status: u16, contact: Option<Transport>) -> Bytes {
-        let mut b = edit::response_to(request, status).to_tag("sluice-uas");
-        for rr in request
-            .header_values(HeaderName::RecordRoute)
-            .filter_map(Result::ok)
-        {
-            b = b.header("Record-Route", rr);
-        }
+        let mut b = edit::response_to(request, status)
+            .to_tag("sluice-uas")
+            .record_route();
         match contact {
             Some(Transport::Udp) => b = b.header("Contact", self.contact.as_bytes()),
             Some(Transport::Tcp) => b = b.header("Contact", self.contact_tcp.as_bytes()),

@@ -33,7 +33,7 @@ use crate::invites::{InviteMemory, Sighting};
 use crate::limiter::SourceLimiter;
 use crate::peers::DialogPeers;
 use crate::record::{Processed, Record};
-use crate::tcp::{ConnectionSplit, Lane, SendQueues, TcpConfig};
+use crate::tcp::{Aliases, ConnectionSplit, Lane, SendQueues, TcpConfig};
 use crate::transmit::Transmit;
 
 /// Every branch this proxy writes starts with this, so that a response or stray 2xx can be
@@ -108,6 +108,12 @@ pub struct CoreStats {
     /// New INVITEs rejected by smart forwarding: their TCP connection to the next hop
     /// still held unsent bytes (Shen and Schulzrinne 2010 §6.2).
     pub rejected_smart_forwarding: u64,
+    /// TCP connections whose peers asked, by `alias` in their Via, for connection reuse
+    /// (RFC 5923), and got it; open now.
+    pub tcp_aliases: usize,
+    /// `alias` requests refused: the Via's sent-by host was not the connection's source
+    /// address, or the table (`tcp.max_connections` entries) was full.
+    pub tcp_aliases_refused: u64,
     /// New sessions rejected because the proxy is shutting down.
     pub rejected_shutdown: u64,
     /// New sessions answered 503 (statelessly, at the receive stage) because the
@@ -452,6 +458,8 @@ pub struct ProxyCore {
     tcp: TcpConfig,
     /// Smart forwarding's input: the outgoing connections' unsent bytes.
     send_queues: SendQueues,
+    /// Connection reuse: the accepted connections that carry requests to their peers.
+    aliases: Aliases,
     out: VecDeque<Transmit>,
     draining: bool,
     stats: CoreStats,
@@ -708,6 +716,7 @@ impl ProxyCore {
             via_buf: Vec::with_capacity(128),
             tcp: config.tcp.clone(),
             send_queues: SendQueues::default(),
+            aliases: Aliases::new(config.tcp.max_connections),
             out: VecDeque::new(),
             draining: false,
             stats: CoreStats::default(),
@@ -864,6 +873,12 @@ impl ProxyCore {
             && self.queued_stream_bytes < self.tcp.application_buffer
     }
 
+    /// The TCP connection whose remote address is `remote` closed: requests to the
+    /// address its peer aliased to it (RFC 5923) go on a connection of their own again.
+    pub fn handle_connection_closed(&mut self, remote: SocketAddr) {
+        self.aliases.forget(remote);
+    }
+
     /// The driver measured the bytes an outgoing TCP connection to `to` holds unsent
     /// (`SIOCOUTQ` and its own write queue; the link model's send buffer in the
     /// simulator): smart forwarding's input.
@@ -913,6 +928,9 @@ impl ProxyCore {
             self.stats.malformed += 1;
             self.answer_short_body(&msg, from);
             return;
+        }
+        if from.transport == Transport::Tcp && msg.is_request() && self.tcp.accept_aliases {
+            self.learn_alias(&msg, from.addr);
         }
         // Over the memory budget only responses get in: they end transactions and free
         // memory; every request would hold more.
@@ -1489,6 +1507,7 @@ impl ProxyCore {
         s.bytes_in_use = self.bytes_in_use();
         s.dialog_peers_evicted = self.dialog_peers.evicted;
         s.held = self.held.len();
+        s.tcp_aliases = self.aliases.len();
         s
     }
 
@@ -1929,7 +1948,7 @@ impl ProxyCore {
             while let Some(t) = self.txn.poll_transmit() {
                 let lane = self.lane_of(t.to.transport, &t.payload);
                 self.out.push_back(Transmit {
-                    to: t.to.addr,
+                    to: self.via_alias(t.to, &t.payload),
                     transport: t.to.transport,
                     lane,
                     payload: t.payload,
@@ -1944,9 +1963,37 @@ impl ProxyCore {
         }
     }
 
+    /// RFC 5923: a request with `alias` in its top Via, on a connection its sender opened,
+    /// makes that connection the way to the Via's sent-by address, when the sent-by host
+    /// is the connection's source address (see `TcpConfig::accept_aliases`).
+    fn learn_alias(&mut self, msg: &Message, connection: SocketAddr) {
+        let Ok(via) = msg.top_via() else { return };
+        if via.param("alias").is_none() || !via.transport.eq_ignore_ascii_case(b"TCP") {
+            return;
+        }
+        let learned = host_ip(&via.host)
+            .filter(|&ip| ip == connection.ip())
+            .is_some_and(|ip| {
+                let sent_by = SocketAddr::new(ip, via.port.unwrap_or(5060));
+                self.aliases.learn(connection, sent_by)
+            });
+        if !learned {
+            self.stats.tcp_aliases_refused += 1;
+        }
+    }
+
+    /// Where a message to `to` goes: a request over TCP to an address a connection's peer
+    /// aliased goes on that connection (its remote address).
+    fn via_alias(&self, to: Peer, payload: &[u8]) -> SocketAddr {
+        if to.transport != Transport::Tcp || payload.starts_with(b"SIP/2.0 ") {
+            return to.addr;
+        }
+        self.aliases.connection_to(to.addr).unwrap_or(to.addr)
+    }
+
     fn send_stateless(&mut self, to: Peer, payload: Bytes) {
         self.out.push_back(Transmit {
-            to: to.addr,
+            to: self.via_alias(to, &payload),
             transport: to.transport,
             lane: Lane::Shared,
             payload,
@@ -2381,6 +2428,9 @@ impl ProxyCore {
             // relayed by this Via alone (a repeated 2xx after the transaction ended) comes
             // back on the connection this request left on, not to a port where none is.
             self.via_buf.extend_from_slice(b";rport");
+            if self.tcp.alias {
+                self.via_buf.extend_from_slice(b";alias");
+            }
         }
         if let Some(now) = oc_towards {
             // SE: declare support for overload control to a configured next hop.

@@ -8,6 +8,7 @@
 //! [`ProxyCore::handle_send_queue`](crate::ProxyCore::handle_send_queue). The connections
 //! themselves, their buffers and their limits belong to the driver.
 
+use std::collections::HashMap;
 use std::net::SocketAddr;
 
 use serde::{Deserialize, Serialize};
@@ -110,6 +111,16 @@ pub struct TcpConfig {
     /// Longest wait for an outgoing connection to be established, seconds; the requests
     /// that waited for it then fail (§16.9: 500 upstream).
     pub connect_timeout_s: f64,
+    /// Connection reuse (RFC 5923): a peer whose request came on a connection it opened,
+    /// with `alias` in its Via, gets the requests for its Via's sent-by address on that
+    /// connection, instead of on one this proxy would open. RFC 5923 asks for TLS so that
+    /// nobody can alias an address not its own; over plain TCP the alias is taken only
+    /// when the sent-by host is the connection's own source address, so a peer can steer
+    /// only the traffic meant for itself. Refusals are counted.
+    pub accept_aliases: bool,
+    /// Put `alias` in this proxy's Via on TCP (RFC 5923 §5): the next hop may send its
+    /// requests back on the connection this proxy opened.
+    pub alias: bool,
 }
 
 impl Default for TcpConfig {
@@ -132,6 +143,8 @@ impl Default for TcpConfig {
             message_timeout_s: 10.0,
             max_message_size: 65_535,
             connect_timeout_s: 2.0,
+            accept_aliases: true,
+            alias: false,
         }
     }
 }
@@ -226,5 +239,62 @@ impl SendQueues {
             .iter()
             .find(|(k, _)| *k == (to, lane))
             .map_or(0, |(_, b)| *b)
+    }
+}
+
+/// Connection reuse (RFC 5923): the accepted connections whose peers asked, by `alias` in
+/// their Via, to get the requests for their sent-by address on them. One alias per
+/// connection (the latest), at most `limit` in all.
+#[derive(Debug, Default)]
+pub(crate) struct Aliases {
+    connection_of: HashMap<SocketAddr, SocketAddr>,
+    sent_by_of: HashMap<SocketAddr, SocketAddr>,
+    limit: usize,
+}
+
+impl Aliases {
+    pub(crate) fn new(limit: usize) -> Aliases {
+        Aliases {
+            limit,
+            ..Aliases::default()
+        }
+    }
+
+    /// The connection whose remote address is `connection` is also the way to
+    /// `sent_by`. False when the table is full.
+    pub(crate) fn learn(&mut self, connection: SocketAddr, sent_by: SocketAddr) -> bool {
+        if self.connection_of.get(&sent_by) == Some(&connection) {
+            return true;
+        }
+        let replaces = self.sent_by_of.contains_key(&connection);
+        if !replaces && self.sent_by_of.len() >= self.limit {
+            return false;
+        }
+        self.forget(connection);
+        if let Some(previous) = self.connection_of.insert(sent_by, connection) {
+            // The address moved to a newer connection: the older one no longer names it.
+            self.sent_by_of.remove(&previous);
+        }
+        self.sent_by_of.insert(connection, sent_by);
+        true
+    }
+
+    /// The connection closed: what it aliased goes back to opening its own.
+    pub(crate) fn forget(&mut self, connection: SocketAddr) {
+        if let Some(sent_by) = self.sent_by_of.remove(&connection) {
+            self.connection_of.remove(&sent_by);
+        }
+    }
+
+    /// The accepted connection that carries requests to `to`, if its peer asked for it.
+    pub(crate) fn connection_to(&self, to: SocketAddr) -> Option<SocketAddr> {
+        if self.connection_of.is_empty() {
+            return None;
+        }
+        self.connection_of.get(&to).copied()
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.sent_by_of.len()
     }
 }

@@ -420,3 +420,108 @@ fn a_repeated_2xx_after_the_transaction_ended_goes_back_on_the_senders_connectio
         (addr(UAC_CONNECTION), Transport::Tcp, Some(200))
     );
 }
+
+/// The callee hangs up: a BYE from the UAS towards the caller's Contact.
+fn bye_from_callee(call: &str) -> String {
+    format!(
+        "BYE sip:alice@192.0.2.10:5062;transport=tcp SIP/2.0\r\n\
+         Via: SIP/2.0/TCP 192.0.2.20:5070;branch=z9hG4bKub{call}\r\n\
+         Route: <sip:192.0.2.1:5060;lr>\r\n\
+         Max-Forwards: 70\r\n\
+         From: <sip:bob@192.0.2.1>;tag=b1\r\n\
+         To: <sip:alice@192.0.2.10>;tag=a{call}\r\n\
+         Call-ID: {call}\r\n\
+         CSeq: 1 BYE\r\n\
+         Content-Length: 0\r\n\r\n"
+    )
+}
+
+/// Sets up a call whose INVITE came over the caller's connection with `via_params` on
+/// its Via, and returns where the callee's BYE is sent.
+fn callee_bye_goes_to(
+    core: &mut ProxyCore,
+    call: &str,
+    via_host: &str,
+    via_params: &str,
+) -> SocketAddr {
+    // Each call a second after the last.
+    let start = core.stats(Time::ZERO).forwarded_requests;
+    let at = |ms: u64| Time::from_millis(1_000 * start + ms);
+    let request = invite(call, "TCP").replace(
+        &format!("192.0.2.10:5062;branch=z9hG4bK{call}"),
+        &format!("{via_host}:5062;branch=z9hG4bK{call}{via_params}"),
+    );
+    let out = over_tcp(core, at(0), &request, UAC_CONNECTION);
+    let fwd = out
+        .iter()
+        .find(|t| text(t).starts_with("INVITE "))
+        .expect("INVITE forwarded");
+    over_tcp(core, at(10), &answer(fwd, 200), UAS);
+    let out = over_tcp(core, at(20), &bye_from_callee(call), UAS);
+    let bye = out
+        .iter()
+        .find(|t| text(t).starts_with("BYE "))
+        .expect("BYE forwarded");
+    assert_eq!(bye.transport, Transport::Tcp);
+    bye.to
+}
+
+#[test]
+fn a_peer_that_asks_for_connection_reuse_gets_its_requests_on_its_connection() {
+    let mut core = ProxyCore::new(&config(towards_next_hop()), addr(PROXY), Time::ZERO);
+    // Without `alias`, a request to the caller opens a connection to its sent-by.
+    assert_eq!(
+        callee_bye_goes_to(&mut core, "c0", "192.0.2.10", ""),
+        addr(UAC)
+    );
+    // RFC 5923: with `alias`, it goes back on the connection the caller opened.
+    let to = callee_bye_goes_to(&mut core, "c1", "192.0.2.10", ";alias");
+    assert_eq!(to, addr(UAC_CONNECTION));
+    assert_eq!(core.stats(Time::ZERO).tcp_aliases, 1);
+    // Once that connection is gone, requests open one of their own again.
+    core.handle_connection_closed(addr(UAC_CONNECTION));
+    assert_eq!(core.stats(Time::ZERO).tcp_aliases, 0);
+    assert_eq!(
+        callee_bye_goes_to(&mut core, "c2", "192.0.2.10", ""),
+        addr(UAC)
+    );
+}
+
+#[test]
+fn an_alias_for_an_address_other_than_the_connections_own_is_refused() {
+    let mut core = ProxyCore::new(&config(towards_next_hop()), addr(PROXY), Time::ZERO);
+    // A peer at 192.0.2.10 claims 192.0.2.99:5062, someone else's address: traffic for it
+    // must not be drawn onto this connection. The Contact still names 192.0.2.10:5062.
+    let to = callee_bye_goes_to(&mut core, "h1", "192.0.2.99", ";alias");
+    assert_eq!(to, addr(UAC));
+    let stats = core.stats(Time::ZERO);
+    assert_eq!((stats.tcp_aliases, stats.tcp_aliases_refused), (0, 1));
+    // And an operator may turn aliases off altogether.
+    let mut core = ProxyCore::new(
+        &config(TcpConfig {
+            accept_aliases: false,
+            ..towards_next_hop()
+        }),
+        addr(PROXY),
+        Time::ZERO,
+    );
+    assert_eq!(
+        callee_bye_goes_to(&mut core, "h2", "192.0.2.10", ";alias"),
+        addr(UAC)
+    );
+}
+
+#[test]
+fn the_proxy_asks_for_connection_reuse_when_configured() {
+    for (alias, asked) in [(false, false), (true, true)] {
+        let tcp = TcpConfig {
+            alias,
+            ..towards_next_hop()
+        };
+        let mut core = ProxyCore::new(&config(tcp), addr(PROXY), Time::ZERO);
+        let out = over_tcp(&mut core, Time::ZERO, &invite("a1", "TCP"), UAC_CONNECTION);
+        let fwd = text(&out[out.len() - 1]).to_owned();
+        let top_via = fwd.lines().find(|l| l.starts_with("Via: ")).unwrap();
+        assert_eq!(top_via.ends_with(";rport;alias"), asked, "{top_via}");
+    }
+}

@@ -345,6 +345,8 @@ pub(crate) fn tcp_json(t: &crate::tcp::TcpStats) -> serde_json::Value {
         "messages_in": t.messages_in,
         "messages_out": t.messages_out,
         "keepalives": t.keepalives,
+        "aliases": t.aliases,
+        "aliases_refused": t.aliases_refused,
     })
 }
 
@@ -429,9 +431,6 @@ pub(crate) fn status_json(
 
 type Labels = Vec<(String, String)>;
 
-/// The control loop's state: what each control acts on and what it decided. A value the
-/// control has not computed yet (before its first measurement, or a control that has no
-/// such value) is left out rather than shown as 0, which would read as a decision.
 /// The TCP transport's connections and what its limits turned away.
 fn render_tcp(reg: &mut Registry, t: &crate::tcp::TcpStats) {
     let open = Gauge::<i64>::default();
@@ -507,8 +506,25 @@ fn render_tcp(reg: &mut Registry, t: &crate::tcp::TcpStats) {
         "CRLF keep-alives received (RFC 5626)",
         keepalives,
     );
+    let aliases = Gauge::<i64>::default();
+    aliases.set(i64::try_from(t.aliases).unwrap_or(i64::MAX));
+    reg.register(
+        "tcp_aliases",
+        "Accepted TCP connections that carry requests to their peers (RFC 5923 alias)",
+        aliases,
+    );
+    let refused = Counter::<u64>::default();
+    refused.inc_by(t.aliases_refused);
+    reg.register(
+        "tcp_aliases_refused",
+        "RFC 5923 alias requests refused: the Via's host was not the connection's source, or the table was full",
+        refused,
+    );
 }
 
+/// The control loop's state: what each control acts on and what it decided. A value the
+/// control has not computed yet (before its first measurement, or a control that has no
+/// such value) is left out rather than shown as 0, which would read as a decision.
 fn render_control_loop(reg: &mut Registry, s: &Snapshot) {
     let optional = |reg: &mut Registry, name: &str, help: &str, v: Option<f64>| {
         if let Some(v) = v.filter(|v| v.is_finite()) {

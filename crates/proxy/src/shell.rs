@@ -526,13 +526,14 @@ impl Proxy {
                     }
                 }
                 Some(reply) = admin_rx.recv() => {
+                    let stats = core.stats(now());
                     let _ = reply.send(Snapshot {
-                        stats: core.stats(now()),
+                        tcp: tcp.stats(&stats),
+                        stats,
                         admission: core.admission_metrics(),
                         uptime: origin.elapsed(),
                         local,
                         send_drops,
-                        tcp: tcp.stats(),
                         draining: grace_end.is_some(),
                         admin_refused: admin_thread
                             .as_ref()
@@ -546,12 +547,13 @@ impl Proxy {
             }
         }
         drop(admin_thread);
+        let stats = core.stats(now());
         Ok(ProxyReport {
             local_addr: local,
             elapsed: origin.elapsed(),
-            stats: core.stats(now()),
+            tcp: tcp.stats(&stats),
+            stats,
             send_drops,
-            tcp: tcp.stats(),
         })
     }
 }

@@ -125,6 +125,10 @@ pub struct TcpStats {
     pub messages_in: u64,
     pub messages_out: u64,
     pub keepalives: u64,
+    /// Accepted connections that carry requests to their peers (RFC 5923 `alias`).
+    pub aliases: u64,
+    /// `alias` requests refused (see `CoreStats::tcp_aliases_refused`).
+    pub aliases_refused: u64,
 }
 
 /// One write waiting for its connection.
@@ -246,9 +250,11 @@ impl Tcp {
         )
     }
 
-    /// Counters, with the keep-alives the tasks saw.
-    pub(crate) fn stats(&self) -> TcpStats {
+    /// Counters, with the keep-alives the tasks saw and the core's connection aliases.
+    pub(crate) fn stats(&self, core: &sluice_proxy_core::CoreStats) -> TcpStats {
         let mut s = self.stats;
+        s.aliases = core.tcp_aliases as u64;
+        s.aliases_refused = core.tcp_aliases_refused;
         s.open = self.conns.len() as u64;
         s.keepalives += self
             .conns
@@ -410,15 +416,13 @@ impl Tcp {
     pub(crate) fn closed(&mut self, event: ConnEvent, core: &mut ProxyCore, now: Time) {
         let ConnEvent::Closed { id, reason, unsent } = event;
         if let Some(conn) = self.conns.remove(&id) {
-            match conn.lane {
-                Some(lane) => {
-                    self.outgoing.remove(&(conn.remote, lane));
-                    // Nothing waits on a connection that is gone.
-                    core.handle_send_queue(conn.remote, lane, 0);
-                }
-                None => {
-                    self.accepted.remove(&conn.remote);
-                }
+            if let Some(lane) = conn.lane {
+                self.outgoing.remove(&(conn.remote, lane));
+                // Nothing waits on a connection that is gone.
+                core.handle_send_queue(conn.remote, lane, 0);
+            } else {
+                self.accepted.remove(&conn.remote);
+                core.handle_connection_closed(conn.remote);
             }
             self.stats.keepalives += conn.shared.keepalives.load(Ordering::Relaxed) as u64;
         }
@@ -552,6 +556,7 @@ async fn run_connection(
         // Frame what is buffered before reading more.
         if let (true, Some(framer)) = (turn.is_none(), framer.as_mut()) {
             let seen = framer.keepalives;
+            let before = waiting.len();
             let framed = loop {
                 match framer.next_message() {
                     Ok(Some(m)) => waiting.push_back(m),
@@ -559,6 +564,12 @@ async fn run_connection(
                     Err(e) => break Err(e),
                 }
             };
+            if waiting.len() > before {
+                // A message was completed: what is left began with this read, and the
+                // timeout is for one message, not for a connection that always has
+                // one in flight (a busy one, read in turns that end mid-message).
+                message_started = None;
+            }
             if framed.is_err() {
                 break CloseReason::BadFraming;
             }

@@ -173,7 +173,7 @@ impl ProxyNode {
 }
 
 fn call_of(call_id: &Bytes) -> Option<u32> {
-    wire::parse_call_number(call_id)
+    wire::call_of_call_id(call_id)
 }
 
 /// The facts of one processed message for the call ledger.

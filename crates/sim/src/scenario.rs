@@ -270,7 +270,15 @@ fn wire_addresses(c: &mut ProxyConfig, listen: SocketAddr, next: SocketAddr) {
     c.next_hop = Some(next);
     c.admin = None;
     c.duration_s = None;
+    if c.overload.server.epoch_secs == 0 {
+        // The live shell numbers from the wall clock; a fixed instant of the same size
+        // keeps the output deterministic and the Via parameters it numbers as long as live.
+        c.overload.server.epoch_secs = SIMULATED_EPOCH_SECS;
+    }
 }
+
+/// The UNIX time the simulated proxies number their overload sequences from (2026-09).
+const SIMULATED_EPOCH_SECS: u64 = 1_790_000_000;
 
 /// SplitMix64's finaliser: mixes seeds so that related inputs give unrelated streams.
 pub(crate) fn splitmix(mut x: u64) -> u64 {

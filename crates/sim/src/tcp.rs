@@ -19,8 +19,10 @@
 //! Addresses: a node listens on port 5060; the end of a connection it opened, as the other
 //! side sees it, is its address with port `EPHEMERAL_PORT` plus the lane (0: the shared
 //! connection, 1: ECS's INVITE connection). A message to a listening address takes the
-//! connection between the two nodes on its lane, whoever opened it (RFC 5923's reuse: a
-//! stray 2xx an RE relays to an SE's Via goes back on the SE's connection), else opens one.
+//! connection the sender opened to that node on its lane, else opens one; one to an
+//! ephemeral address goes back on that connection (a response, a 2xx relayed by a Via
+//! with `rport`, or a request the proxy core sends on a connection its peer aliased,
+//! RFC 5923).
 
 use bytes::Bytes;
 use sluice_proxy_core::{Lane, TcpConfig, MAX_TURN_BYTES};
@@ -224,9 +226,6 @@ impl Streams {
         if port == LISTEN_PORT {
             if let Some(&c) = self.index.get(&(from, peer, lane)) {
                 return Some(2 * c);
-            }
-            if let Some(&c) = self.index.get(&(peer, from, lane)) {
-                return Some(2 * c + 1);
             }
             return Some(2 * self.open(from, peer, (lane, first), &delay));
         }

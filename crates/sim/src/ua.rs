@@ -250,18 +250,12 @@ impl Callee {
                 .txn
                 .respond_bytes(now, tx, 100, edit::response_to(request, 100).build());
         }
-        let _ = self.txn.respond_bytes(
-            now,
-            tx,
-            180,
-            edit::response_to(request, 180).to_tag("2").build(),
-        );
+        let tcp = from.transport == Transport::Tcp;
+        let ringing = wire::callee_response(request, 180, tcp, b"");
+        let _ = self.txn.respond_bytes(now, tx, 180, ringing);
         // The 2xx belongs to the UA core, which retransmits it until the ACK.
         self.txn.terminate_tx(TxId::Server(tx));
-        let ok = edit::response_to(request, 200)
-            .to_tag("2")
-            .body(sluice_sip::sdp::CONTENT_TYPE, &self.body)
-            .build();
+        let ok = wire::callee_response(request, 200, tcp, &self.body);
         match Message::parse(ok) {
             Ok(ok) => {
                 let _ = self.txn.send_2xx_reliably(now, ok, from);

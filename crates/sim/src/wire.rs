@@ -1,25 +1,32 @@
 //! The SIP messages of the paper's call flow (§2.1, Figure 1), written by the user agents,
 //! and the labels the ledger counts retransmissions by.
 //!
-//! Messages are short but complete RFC 3261 messages (Via with a magic-cookie branch,
-//! Max-Forwards, From/To with tags, Call-ID, CSeq, Content-Length). The Call-ID is the
-//! call's number in decimal, which lets the simulator's metrics find a call from any of
-//! its messages. The proxies record-route, so the caller's ACK and BYE carry the route set
-//! the 2xx's Record-Route gives (§12.1.2): its SE, then the RE. The topology is static
-//! (§4.2), so the caller writes that route set from the address plan instead of reading
-//! it from each 2xx.
+//! Messages are complete RFC 3261 messages laid out as the load generator writes them
+//! (`sluice load uac|uas`), header for header, so that a simulated byte stream is as long
+//! as a live one: TCP's buffers hold bytes, and what they hold decides the outcome (Shen
+//! and Schulzrinne 2010, §5). The Call-ID begins with the call's number in decimal, which
+//! lets the simulator's metrics find a call from any of its messages. The proxies
+//! record-route, so the caller's ACK and BYE carry the route set the 2xx's Record-Route
+//! gives (§12.1.2): its SE, then the RE, and go to the callee's Contact. The topology is
+//! static (§4.2), so the caller writes that route set from the address plan instead of
+//! reading it from each 2xx.
 
 use bytes::{Bytes, BytesMut};
-use sluice_sip::{Message, Method};
+use sluice_sip::{edit, Message, Method};
 use std::net::Ipv4Addr;
 
 /// The call number in a Call-ID written by [`CallerTemplates`].
 pub(crate) fn call_of(msg: &Message) -> Option<u32> {
-    parse_call_number(msg.call_id()?)
+    call_of_call_id(msg.call_id()?)
 }
 
-/// A Call-ID's call number (decimal digits only).
-pub(crate) fn parse_call_number(digits: &[u8]) -> Option<u32> {
+/// The call number a Call-ID written by [`CallerTemplates`] begins with.
+pub(crate) fn call_of_call_id(id: &[u8]) -> Option<u32> {
+    parse_call_number(&id[..id.iter().position(|&b| b == b'-').unwrap_or(id.len())])
+}
+
+/// A call number (decimal digits only).
+fn parse_call_number(digits: &[u8]) -> Option<u32> {
     if digits.is_empty() || digits.len() > 10 {
         return None;
     }
@@ -36,30 +43,69 @@ pub(crate) fn parse_call_number(digits: &[u8]) -> Option<u32> {
 /// The requests one caller population sends.
 #[derive(Clone, Debug)]
 pub(crate) struct CallerTemplates {
-    ip: String,
+    /// `ip:5060`, the caller's sent-by.
+    local: String,
     /// The request line's end and the Via's start, with the transport.
     via: &'static [u8],
+    /// `;transport=tcp` over TCP, for the Contact and the callee's URI.
+    transport_param: &'static [u8],
     /// The INVITE's session description (empty: none).
     body: Bytes,
-    /// `Route: <sip:SE;lr>, <sip:RE;lr>` and its line end, for in-dialog requests.
+    /// The Route header fields (the SE, then the RE) and their line ends, for in-dialog
+    /// requests.
     route: Vec<u8>,
 }
 
-const CALLEE_URI: &[u8] = b"sip:callee@10.4.0.1";
+/// The INVITE's Request-URI and To: the service the callers dial.
+const SERVICE_URI: &[u8] = b"sip:service@10.4.0.1:5060";
+/// The callee's Contact, where in-dialog requests go (see [`CALLEE_CONTACT`]).
+const CALLEE_URI: &[u8] = b"sip:uas@10.4.0.1:5060";
+/// The callee's To tag, as the load generator's UAS writes it.
+const CALLEE_TAG: &str = "sluice-uas";
+/// What the load generator writes into every Via branch and Call-ID to tell its runs
+/// apart (a run token; 12 digits, as a live run's usually has).
+const RUN_TOKEN: &[u8] = b"100000000001";
+
+/// The callee's Contact in its 2xx, over TCP or UDP.
+fn callee_contact(tcp: bool) -> &'static [u8] {
+    if tcp {
+        b"<sip:uas@10.4.0.1:5060;transport=tcp>"
+    } else {
+        b"<sip:uas@10.4.0.1:5060>"
+    }
+}
+
+/// The callee's answer to an INVITE, as the load generator's UAS writes it: the dialog's
+/// responses copy the Record-Route (RFC 3261 §12.1.1), and the 2xx gives a Contact and
+/// carries the answer's session description.
+pub(crate) fn callee_response(invite: &Message, status: u16, tcp: bool, body: &[u8]) -> Bytes {
+    let b = edit::response_to(invite, status)
+        .to_tag(CALLEE_TAG)
+        .record_route();
+    if status / 100 == 2 {
+        b.header("Contact", callee_contact(tcp))
+            .body(sluice_sip::sdp::CONTENT_TYPE, body)
+            .build()
+    } else {
+        b.build()
+    }
+}
 
 impl CallerTemplates {
     /// A caller at `ip` behind the SE at `se`, in front of the RE at `re`, sending over
     /// TCP or UDP, its INVITEs with `body` (see [`sluice_sip::sdp::session_description`]).
     pub fn new(ip: Ipv4Addr, se: Ipv4Addr, re: Ipv4Addr, tcp: bool, body: Bytes) -> Self {
         Self {
-            ip: ip.to_string(),
+            local: format!("{ip}:5060"),
             body,
             via: if tcp {
                 b" SIP/2.0\r\nVia: SIP/2.0/TCP "
             } else {
                 b" SIP/2.0\r\nVia: SIP/2.0/UDP "
             },
-            route: format!("Route: <sip:{se}:5060;lr>, <sip:{re}:5060;lr>\r\n").into_bytes(),
+            transport_param: if tcp { b";transport=tcp" } else { b"" },
+            route: format!("Route: <sip:{se}:5060;lr>\r\nRoute: <sip:{re}:5060;lr>\r\n")
+                .into_bytes(),
         }
     }
 
@@ -73,29 +119,41 @@ impl CallerTemplates {
     ) -> Bytes {
         let mut digits = itoa::Buffer::new();
         let call = digits.format(call).as_bytes();
-        let ip = self.ip.as_bytes();
-        let mut b = BytesMut::with_capacity(300);
+        let local = self.local.as_bytes();
+        let invite = method == b"INVITE";
+        let mut b = BytesMut::with_capacity(400);
+        let (target, target_params): (&[u8], &[u8]) = if to_tag {
+            (CALLEE_URI, self.transport_param)
+        } else {
+            (SERVICE_URI, b"")
+        };
         for part in [
             method,
             b" ",
-            CALLEE_URI,
+            target,
+            target_params,
             self.via,
-            ip,
-            b":5060;branch=z9hG4bK",
+            local,
+            b";branch=z9hG4bK-",
+            RUN_TOKEN,
+            b"-",
             call,
-            &[branch_suffix],
-            b"\r\nMax-Forwards: 70\r\n",
+            &[b'-', branch_suffix],
+            b";rport\r\n",
             if to_tag { &self.route } else { b"" },
-            b"From: <sip:caller@",
-            ip,
+            b"Max-Forwards: 70\r\nFrom: <sip:sluice@",
+            local,
             b">;tag=",
             call,
             b"\r\nTo: <",
-            CALLEE_URI,
-            if to_tag { b">;tag=2\r\n" } else { b">\r\n" },
-            b"Call-ID: ",
+            SERVICE_URI,
+            if to_tag { b">;tag=" } else { b">" },
+            if to_tag { CALLEE_TAG.as_bytes() } else { b"" },
+            b"\r\nCall-ID: ",
             call,
-            b"\r\nCSeq: ",
+            b"-",
+            RUN_TOKEN,
+            b"@sluice\r\nCSeq: ",
             &[b'0' + cseq],
             b" ",
             method,
@@ -103,7 +161,17 @@ impl CallerTemplates {
         ] {
             b.extend_from_slice(part);
         }
-        let body: &[u8] = if method == b"INVITE" { &self.body } else { b"" };
+        if invite {
+            for part in [
+                b"Contact: <sip:sluice@",
+                local,
+                self.transport_param,
+                b">\r\n",
+            ] {
+                b.extend_from_slice(part);
+            }
+        }
+        let body: &[u8] = if invite { &self.body } else { b"" };
         end_with_body(&mut b, body);
         b.freeze()
     }
@@ -223,7 +291,11 @@ mod tests {
             assert_eq!(m.method(), Some(&method));
             assert_eq!(call_of(&m), Some(42));
             assert_eq!(m.cseq().unwrap().method, method);
-            assert!(m.top_via_branch().unwrap().starts_with(b"z9hG4bK42"));
+            assert!(
+                m.top_via_branch().unwrap().ends_with(b"-42-i")
+                    || m.top_via_branch().unwrap().ends_with(b"-42-a")
+                    || m.top_via_branch().unwrap().ends_with(b"-42-b")
+            );
             // In-dialog requests follow the route set: the SE first, then the RE.
             let routes: Vec<_> = m
                 .header_values(HeaderName::Route)
@@ -267,13 +339,9 @@ mod tests {
         assert_eq!(invite.body(), &sdp[..]);
         assert!(invite
             .as_bytes()
-            .starts_with(b"INVITE sip:callee@10.4.0.1 SIP/2.0\r\nVia: SIP/2.0/TCP "));
+            .starts_with(b"INVITE sip:service@10.4.0.1:5060 SIP/2.0\r\nVia: SIP/2.0/TCP "));
         assert_eq!(Message::parse(t.ack(3)).unwrap().body(), b"");
-        let ok = sluice_sip::edit::response_to(&invite, 200)
-            .to_tag("2")
-            .body(sluice_sip::sdp::CONTENT_TYPE, &sdp)
-            .build();
-        let ok = Message::parse(ok).unwrap();
+        let ok = Message::parse(callee_response(&invite, 200, true, &sdp)).unwrap();
         assert_eq!(ok.status(), Some(200));
         assert_eq!(ok.body(), &sdp[..]);
         // The stream framer cuts it by its Content-Length.
@@ -306,5 +374,56 @@ mod tests {
         // Not the call flow's: left to the parse.
         assert_eq!(label_key_of_bytes(b"OPTIONS sip:x SIP/2.0\r\n\r\n"), None);
         assert_eq!(label_key_of_bytes(b"SIP/2.0 20 OK\r\n"), None);
+    }
+
+    /// The simulated callers write, byte for byte, what `sluice load uac` writes for the
+    /// same addresses, and the callee answers as `sluice load uas` does: the byte streams
+    /// TCP's buffers hold are the live ones.
+    #[test]
+    fn callers_write_what_the_load_generator_writes() {
+        use sluice_load::uac::{Hold, Uac, UacConfig};
+        use sluice_time::Time;
+        use sluice_txn::Peer;
+        let (caller, se, re) = (
+            Ipv4Addr::new(10, 1, 0, 2),
+            Ipv4Addr::new(10, 2, 0, 2),
+            Ipv4Addr::new(10, 3, 0, 1),
+        );
+        let sdp = sluice_sip::sdp::session_description(600, caller.into());
+        let sim = CallerTemplates::new(caller, se, re, true, sdp.clone());
+        let se_addr = std::net::SocketAddr::from((se, 5060));
+        let mut cfg = UacConfig::new((caller, 5060).into(), se_addr, 1.0);
+        cfg.transport = sluice_txn::Transport::Tcp;
+        cfg.request_uri = std::str::from_utf8(SERVICE_URI).unwrap().to_owned();
+        cfg.run_token = std::str::from_utf8(RUN_TOKEN).unwrap().parse().unwrap();
+        cfg.invite_body = sdp.clone();
+        cfg.hold = Hold::Constant(std::time::Duration::ZERO);
+        cfg.max_calls = Some(1);
+        let mut uac = Uac::new(cfg, Time::ZERO);
+        uac.handle_timeout(Time::ZERO);
+        let invite = uac.poll_transmit().expect("the INVITE").payload;
+        assert_eq!(
+            std::str::from_utf8(&invite).unwrap(),
+            std::str::from_utf8(&sim.invite(0)).unwrap()
+        );
+        // The INVITE as it reaches the callee, record-routed by the SE and the RE.
+        let at_callee = String::from_utf8(invite.to_vec()).unwrap().replacen(
+            "Max-Forwards: 70\r\n",
+            &format!(
+                "Record-Route: <sip:{re}:5060;lr>\r\nRecord-Route: <sip:{se}:5060;lr>\r\nMax-Forwards: 68\r\n"
+            ),
+            1,
+        );
+        let at_callee = Message::parse(Bytes::from(at_callee)).unwrap();
+        let ok = callee_response(&at_callee, 200, true, &sdp);
+        uac.handle_message(Time::from_millis(1), ok, Peer::tcp(se_addr));
+        uac.handle_timeout(Time::from_millis(1));
+        let sent: Vec<Bytes> = std::iter::from_fn(|| uac.poll_transmit())
+            .map(|o| o.payload)
+            .collect();
+        let text = |b: &Bytes| std::str::from_utf8(b).unwrap().to_owned();
+        assert_eq!(sent.len(), 2, "the ACK and the BYE: {sent:?}");
+        assert_eq!(text(&sent[0]), text(&sim.ack(0)));
+        assert_eq!(text(&sent[1]), text(&sim.bye(0)));
     }
 }

@@ -138,6 +138,8 @@ pub struct ResponseBuilder<'a> {
     to_tag: Option<&'a str>,
     retry_after: Option<u32>,
     extra: Vec<(&'a str, &'a [u8])>,
+    /// Copy the request's Record-Route values, in order.
+    record_route: bool,
     top_via_params: &'a [(&'a str, Option<&'a str>)],
     /// Content-Type and body.
     body: Option<(&'a str, &'a [u8])>,
@@ -152,6 +154,7 @@ pub fn response_to(request: &Message, status: u16) -> ResponseBuilder<'_> {
         to_tag: None,
         retry_after: None,
         extra: Vec::new(),
+        record_route: false,
         top_via_params: &[],
         body: None,
     }
@@ -180,6 +183,13 @@ impl<'a> ResponseBuilder<'a> {
     #[must_use]
     pub fn top_via_params(mut self, params: &'a [(&'a str, Option<&'a str>)]) -> Self {
         self.top_via_params = params;
+        self
+    }
+    /// Copies the request's Record-Route header fields, in order, as a UAS does in a
+    /// response that establishes a dialog (RFC 3261 §12.1.1).
+    #[must_use]
+    pub fn record_route(mut self) -> Self {
+        self.record_route = true;
         self
     }
     #[must_use]
@@ -251,6 +261,9 @@ impl<'a> ResponseBuilder<'a> {
             if let Some(h) = req.headers.iter().find(|h| h.name == HeaderName::Timestamp) {
                 out.put_slice(&req.as_bytes()[h.line.range()]);
             }
+        }
+        if self.record_route {
+            copy_headers(&mut out, req, HeaderName::RecordRoute);
         }
         if let Some(secs) = self.retry_after {
             put_header(

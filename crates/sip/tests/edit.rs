@@ -268,3 +268,43 @@ Content-Length: 0\r\n\r\n"
     assert_eq!(cancel.top_via_branch(), req.top_via_branch());
     cancel.validate().unwrap();
 }
+
+#[test]
+fn a_dialog_creating_response_copies_the_record_route_in_order() {
+    let req = parse(
+        "INVITE sip:bob@b.example SIP/2.0\r\n\
+Via: SIP/2.0/TCP p2.example:5060;branch=z9hG4bK2\r\n\
+Record-Route: <sip:p2.example;lr>\r\n\
+Via: SIP/2.0/TCP p1.example:5060;branch=z9hG4bK1\r\n\
+Record-Route: <sip:p1.example;lr>\r\n\
+From: <sip:alice@a.example>;tag=1\r\n\
+To: <sip:bob@b.example>\r\n\
+Call-ID: c1\r\n\
+CSeq: 1 INVITE\r\n\
+Content-Length: 0\r\n\r\n",
+    );
+    let ringing = edit::response_to(&req, 180)
+        .to_tag("u")
+        .record_route()
+        .header("Contact", b"<sip:bob@192.0.2.4;transport=tcp>")
+        .build();
+    assert_eq!(
+        std::str::from_utf8(&ringing).unwrap(),
+        "SIP/2.0 180 Ringing\r\n\
+Via: SIP/2.0/TCP p2.example:5060;branch=z9hG4bK2\r\n\
+Via: SIP/2.0/TCP p1.example:5060;branch=z9hG4bK1\r\n\
+From: <sip:alice@a.example>;tag=1\r\n\
+To: <sip:bob@b.example>;tag=u\r\n\
+Call-ID: c1\r\n\
+CSeq: 1 INVITE\r\n\
+Record-Route: <sip:p2.example;lr>\r\n\
+Record-Route: <sip:p1.example;lr>\r\n\
+Contact: <sip:bob@192.0.2.4;transport=tcp>\r\n\
+Content-Length: 0\r\n\r\n"
+    );
+    // Without asking, none: a 100 Trying or a stateless rejection creates no dialog.
+    let trying = edit::response_to(&req, 100).build();
+    assert!(!std::str::from_utf8(&trying)
+        .unwrap()
+        .contains("Record-Route"));
+}
