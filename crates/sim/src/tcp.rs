@@ -395,9 +395,8 @@ impl Streams {
     /// when the read begins, up to [`MAX_TURN_BYTES`], out of the socket at once (one
     /// `read()` per ready socket, as the proxy's shell does: the window reopens by all of
     /// it), then gives it to the node a message at a time while the node has room, before
-    /// the next connection's turn; so a
-    /// connection's share of the reading is what its receive buffer holds, which is why
-    /// minimising it limits a sender (§6.1).
+    /// the next connection's turn; so a connection's share of the reading is what its
+    /// receive buffer holds, which is why minimising it limits a sender (§6.1).
     pub fn next_to_read(&self, node: NodeId) -> Option<u32> {
         let i = node.0 as usize;
         if let Some(h) = self.turn[i].filter(|&h| self.in_turn(h)) {
