@@ -122,3 +122,49 @@ fn smart_forwarding_and_small_buffers_hold_capacity_where_default_tcp_collapses(
     }
     assert_eq!(compared, 4, "{comparison}");
 }
+
+/// Ten SEs, each with an INVITE connection of a minimised receive buffer and another for
+/// the rest, against one connection from the UAS carrying every response: a read turn takes
+/// only what a socket held when it began, so the response connection's share of the RE is
+/// not eaten by INVITE connections refilled while they are read (which stalled the RE's
+/// responses and collapsed goodput in about half of such runs).
+#[test]
+fn ten_ses_with_split_connections_hold_capacity_at_ten_times_it() {
+    const ECS: &str = "10 SEs, ECS+BM+SF";
+    let out = tempfile::tempdir().unwrap();
+    let run = Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .current_dir(workspace_root())
+        .args(["bench", "overload", "--experiment"])
+        .arg("experiments/shen2010-fig16.toml")
+        .args(["--only", ECS, "--loads", "10"])
+        .args([
+            "--duration",
+            "12s",
+            "--warmup",
+            "4s",
+            "--sim-duration",
+            "5s",
+        ])
+        .arg("--out")
+        .arg(out.path())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    assert!(
+        run.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    println!("{stdout}");
+    let point: serde_json::Value = serde_json::from_str(
+        std::fs::read_to_string(out.path().join("points.jsonl"))
+            .unwrap()
+            .lines()
+            .next()
+            .unwrap(),
+    )
+    .unwrap();
+    let num = |key: &str| point[key].as_f64().unwrap();
+    assert!(num("goodput") >= 0.9, "{point}");
+    assert!(num("setup_delay_p99_ms") < 500.0, "{point}");
+}

@@ -665,14 +665,25 @@ async fn run_connection(
                     Ok(None) => read_for = Some(ReadFor::Unasked),
                     Err(_) => break CloseReason::Shutdown,
                 }
-                // Everything the socket holds, up to a turn's worth, one read() at a time.
+                // What the socket holds now, up to a turn's worth, one read() at a time; not
+                // what arrives meanwhile: the reads reopen the window, and a sender with
+                // bytes queued fills it again at once, so a connection read to the end
+                // would take more than its receive buffer's share. With nothing counted
+                // (readiness without bytes, or the peer's FIN), read to learn which.
+                let held = rustix::io::ioctl_fionread(&*stream)
+                    .ok()
+                    .and_then(|n| usize::try_from(n).ok())
+                    .filter(|&n| n > 0)
+                    .unwrap_or(MAX_TURN_BYTES);
+                let limit = held.min(MAX_TURN_BYTES);
                 let framer =
                     framer.get_or_insert_with(|| StreamFramer::new(config.max_message_size));
                 let mut chunk = [0u8; READ_CHUNK];
                 let mut closed = None;
                 let mut read_this_turn = 0usize;
-                while read_this_turn < MAX_TURN_BYTES {
-                    match stream.try_read(&mut chunk) {
+                while read_this_turn < limit {
+                    let want = (limit - read_this_turn).min(READ_CHUNK);
+                    match stream.try_read(&mut chunk[..want]) {
                         Ok(0) => {
                             closed = Some(CloseReason::Peer);
                             break;
