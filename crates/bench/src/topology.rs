@@ -660,7 +660,8 @@ pub(crate) fn proxy_configs(v: &HopVariant, w: &Wiring) -> (ProxyConfig, Vec<Pro
 
 /// With TCP hops, the socket buffers a proxy's `tcp` table leaves at 0 get the scenario's
 /// sizes, as the simulator's sockets do: the kernel's defaults would grow by autotuning
-/// into megabytes of backlog the model does not have.
+/// into megabytes of backlog the model does not have. The segment size too: every
+/// connection has a proxy at one end, and both ends use the smaller one announced.
 fn socket_defaults(sc: &Scenario, proxy: &mut ProxyConfig) {
     if !sc.uses_tcp() {
         return;
@@ -675,6 +676,9 @@ fn socket_defaults(sc: &Scenario, proxy: &mut ProxyConfig) {
         if *size == 0 {
             *size = default;
         }
+    }
+    if t.max_segment_size == 0 {
+        t.max_segment_size = sc.tcp.segment_size;
     }
 }
 

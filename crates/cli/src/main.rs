@@ -45,7 +45,7 @@ enum Command {
     /// A live run in about a minute: sluice's proxy at 1x, 2x and 4x its capacity, without
     /// overload control and with PI; prints a table and writes an SVG (127.0.0.1 only).
     Demo(bench::DemoArgs),
-    /// Run the SIP proxy (RFC 3261 transaction-stateful, UDP) with overload admission.
+    /// Run the SIP proxy (RFC 3261 transaction-stateful, UDP and TCP) with overload admission.
     Proxy(proxy::ProxyArgs),
     /// Load generator: `load uac` places calls, `load uas` answers them (UDP, loopback only).
     Load {

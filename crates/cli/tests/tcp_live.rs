@@ -470,3 +470,54 @@ fn a_next_hop_that_asks_for_an_alias_gets_requests_on_its_own_connection() {
     proxy.stop();
     assert_eq!(status["tcp"]["aliases"], 0, "{status}");
 }
+
+/// `tcp.max_segment_size` holds on both kinds of connection: one a peer opens to the proxy
+/// and one the proxy opens to its next hop (loopback's segments are otherwise about
+/// 64 KiB). Out of range, the proxy says which key and does not start.
+#[test]
+fn the_segment_size_holds_on_accepted_and_outgoing_connections() {
+    let dir = tempfile::tempdir().unwrap();
+    let next_hop = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let next_hop_addr = next_hop.local_addr().unwrap();
+    let proxy = ProxyProcess::start(
+        dir.path(),
+        &format!(
+            "next_hop = \"{next_hop_addr}\"\n[tcp]\nto_next_hops = true\nmax_segment_size = 1000\n"
+        ),
+    );
+    let mut caller = TcpStream::connect(proxy.addr).unwrap();
+    let accepted_side = socket2::SockRef::from(&caller).mss().unwrap();
+    let options =
+        "OPTIONS sip:far@127.0.0.1 SIP/2.0\r\nVia: SIP/2.0/TCP 127.0.0.1:9;branch=z9hG4bKmss1\r\n\
+         Max-Forwards: 70\r\nFrom: <sip:m@127.0.0.1>;tag=m\r\nTo: <sip:far@127.0.0.1>\r\n\
+         Call-ID: mss1\r\nCSeq: 1 OPTIONS\r\nContent-Length: 0\r\n\r\n";
+    caller.write_all(options.as_bytes()).unwrap();
+    next_hop.set_nonblocking(false).unwrap();
+    let (mut from_proxy, _) = next_hop.accept().unwrap();
+    let outgoing_side = socket2::SockRef::from(&from_proxy).mss().unwrap();
+    let relayed = read_until(&mut from_proxy, "Call-ID: mss1");
+    proxy.stop();
+    assert!(
+        relayed.starts_with("OPTIONS sip:far@127.0.0.1"),
+        "{relayed}"
+    );
+    assert!(
+        accepted_side <= 1000,
+        "accepted connection: MSS {accepted_side}"
+    );
+    assert!(
+        outgoing_side <= 1000,
+        "outgoing connection: MSS {outgoing_side}"
+    );
+
+    let file = dir.path().join("bad.toml");
+    std::fs::write(&file, "[tcp]\nmax_segment_size = 100\n").unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .args(["proxy", "--print-config", "--config"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(said.contains("tcp.max_segment_size = 100"), "{said}");
+}

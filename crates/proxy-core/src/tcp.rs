@@ -91,6 +91,13 @@ pub struct TcpConfig {
     /// SO_SNDBUF of connections to next hops, bytes (the sending server's send buffer,
     /// which need not be minimised: Shen and Schulzrinne 2010, §6.4). 0: kernel default.
     pub next_hop_send_buffer: usize,
+    /// Largest TCP segment of the proxy's connections, accepted and outgoing, bytes
+    /// (`TCP_MAXSEG`, tcp(7); both ends use the smaller of what each announces). 0: the
+    /// path's, which on loopback is about 64 KiB: a segment that large does not fit a
+    /// minimised receive buffer's window, and Linux's sender then waits for its
+    /// zero-window probe, backing off to seconds, rather than send part of it. 1,460 is
+    /// what an Ethernet path gives.
+    pub max_segment_size: usize,
     /// Most TCP connections open at once, accepted and outgoing; beyond, new ones are
     /// refused (counted).
     pub max_connections: usize,
@@ -136,6 +143,7 @@ impl Default for TcpConfig {
             listen_send_buffer: 0,
             next_hop_receive_buffer: 0,
             next_hop_send_buffer: 0,
+            max_segment_size: 0,
             max_connections: 16_384,
             accepts_per_second: 1_000.0,
             write_queue_bytes: 1 << 20,
@@ -203,6 +211,13 @@ impl TcpConfig {
             return Err(format!(
                 "tcp.max_message_size = {}: allowed 256 to 16777216",
                 self.max_message_size
+            ));
+        }
+        if self.max_segment_size != 0 && !(536..=32_767).contains(&self.max_segment_size) {
+            // 536: the default send MSS of RFC 9293 §3.7.1; 32,767: Linux's largest.
+            return Err(format!(
+                "tcp.max_segment_size = {}: allowed 0 (the path's) or 536 to 32767",
+                self.max_segment_size
             ));
         }
         if self.write_queue_bytes < self.max_message_size {

@@ -242,6 +242,11 @@ pub struct TcpModel {
     /// Bytes a user agent queues in user space per connection when its send buffer is
     /// full; a message that does not fit is dropped (the proxies have `tcp.write_queue_bytes`).
     pub ua_write_queue: usize,
+    /// Largest TCP segment, bytes: the Ethernet of the paper's testbed (§4) gives 1,460.
+    /// The simulator's streams have no segments; the live bench gives it to every proxy
+    /// whose `tcp.max_segment_size` is 0, since loopback's 64 KiB segments do not fit the
+    /// windows of minimised buffers (see `TcpConfig::max_segment_size`).
+    pub segment_size: usize,
 }
 
 impl Default for TcpModel {
@@ -251,6 +256,7 @@ impl Default for TcpModel {
             send_buffer: 8 * 1024,
             receive_buffer: 43_690,
             ua_write_queue: 1 << 20,
+            segment_size: 1460,
         }
     }
 }
@@ -608,6 +614,12 @@ impl Scenario {
                 "tcp.ua_write_queue = {}: allowed up to {} bytes",
                 self.tcp.ua_write_queue,
                 TcpModel::MAX_BUFFER
+            ));
+        }
+        if !(536..=32_767).contains(&self.tcp.segment_size) {
+            return Err(format!(
+                "tcp.segment_size = {}: allowed 536 to 32767 bytes",
+                self.tcp.segment_size
             ));
         }
         for (who, t) in [("re", &self.re.tcp), ("se", &self.se.tcp)] {
