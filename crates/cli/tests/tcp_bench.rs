@@ -15,6 +15,28 @@ fn workspace_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
+/// Runs `sluice bench overload` on the figure-16 experiment with `args` into `out` and
+/// returns what it printed, which the test's output shows.
+fn bench_fig16(args: &[&str], out: &Path) -> String {
+    let run = Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .current_dir(workspace_root())
+        .args(["bench", "overload", "--experiment"])
+        .arg("experiments/shen2010-fig16.toml")
+        .args(args)
+        .arg("--out")
+        .arg(out)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&run.stdout).into_owned();
+    assert!(
+        run.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    println!("{stdout}");
+    stdout
+}
+
 /// A CSV line whose first field is a quoted label (the variants have commas): the label
 /// and the other fields.
 fn labelled(line: &str) -> (&str, Vec<&str>) {
@@ -29,23 +51,23 @@ fn smart_forwarding_and_small_buffers_hold_capacity_where_default_tcp_collapses(
     const ICS: &str = "3 SEs, ICS+BM+SF";
     const ECS: &str = "3 SEs, ECS+BM+SF";
     let out = tempfile::tempdir().unwrap();
-    let run = Command::new(env!("CARGO_BIN_EXE_sluice"))
-        .current_dir(workspace_root())
-        .args(["bench", "overload", "--experiment"])
-        .arg("experiments/shen2010-fig16.toml")
-        .args(["--only", DEFAULT, "--only", ICS, "--only", ECS])
-        .args(["--loads", "0.8,3", "--duration", "12s", "--warmup", "4s"])
-        .arg("--out")
-        .arg(out.path())
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&run.stdout);
-    assert!(
-        run.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&run.stderr)
+    let stdout = bench_fig16(
+        &[
+            "--only",
+            DEFAULT,
+            "--only",
+            ICS,
+            "--only",
+            ECS,
+            "--loads",
+            "0.8,3",
+            "--duration",
+            "12s",
+            "--warmup",
+            "4s",
+        ],
+        out.path(),
     );
-    println!("{stdout}");
     assert!(
         stdout.contains("3 UACs -> 3 SEs -> RE at 300.0 calls/s"),
         "{stdout}"
@@ -132,30 +154,21 @@ fn smart_forwarding_and_small_buffers_hold_capacity_where_default_tcp_collapses(
 fn ten_ses_with_split_connections_hold_capacity_at_ten_times_it() {
     const ECS: &str = "10 SEs, ECS+BM+SF";
     let out = tempfile::tempdir().unwrap();
-    let run = Command::new(env!("CARGO_BIN_EXE_sluice"))
-        .current_dir(workspace_root())
-        .args(["bench", "overload", "--experiment"])
-        .arg("experiments/shen2010-fig16.toml")
-        .args(["--only", ECS, "--loads", "10"])
-        .args([
+    bench_fig16(
+        &[
+            "--only",
+            ECS,
+            "--loads",
+            "10",
             "--duration",
             "12s",
             "--warmup",
             "4s",
             "--sim-duration",
             "5s",
-        ])
-        .arg("--out")
-        .arg(out.path())
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&run.stdout);
-    assert!(
-        run.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&run.stderr)
+        ],
+        out.path(),
     );
-    println!("{stdout}");
     let point: serde_json::Value = serde_json::from_str(
         std::fs::read_to_string(out.path().join("points.jsonl"))
             .unwrap()
