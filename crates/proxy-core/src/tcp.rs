@@ -164,6 +164,17 @@ pub fn is_invite(message: &[u8]) -> bool {
 }
 
 impl TcpConfig {
+    /// The segment sizes `max_segment_size` allows besides 0: from 536, the default send
+    /// MSS of RFC 9293 §3.7.1, to 32,767, the largest Linux takes.
+    pub const SEGMENT_SIZES: std::ops::RangeInclusive<usize> = 536..=32_767;
+
+    /// `max_segment_size` as `TCP_MAXSEG` takes it, if one is set.
+    pub fn segment_size(&self) -> Option<u32> {
+        u32::try_from(self.max_segment_size)
+            .ok()
+            .filter(|&mss| mss > 0)
+    }
+
     /// SO_RCVBUF an accepted connection starts with (0: the kernel's default).
     pub fn accepted_receive_buffer(&self) -> usize {
         if self.invite_connection_receive_buffer > 0 {
@@ -213,11 +224,12 @@ impl TcpConfig {
                 self.max_message_size
             ));
         }
-        if self.max_segment_size != 0 && !(536..=32_767).contains(&self.max_segment_size) {
-            // 536: the default send MSS of RFC 9293 §3.7.1; 32,767: Linux's largest.
+        if self.max_segment_size != 0 && !Self::SEGMENT_SIZES.contains(&self.max_segment_size) {
             return Err(format!(
-                "tcp.max_segment_size = {}: allowed 0 (the path's) or 536 to 32767",
-                self.max_segment_size
+                "tcp.max_segment_size = {}: allowed 0 (the path's) or {} to {}",
+                self.max_segment_size,
+                Self::SEGMENT_SIZES.start(),
+                Self::SEGMENT_SIZES.end()
             ));
         }
         if self.write_queue_bytes < self.max_message_size {

@@ -205,8 +205,8 @@ pub(crate) fn listener(addr: SocketAddr, config: &TcpConfig) -> io::Result<std::
     let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
     socket.set_reuse_address(true)?;
     // Accepted connections inherit it, and announce it in their SYN-ACK.
-    if config.max_segment_size > 0 {
-        socket.set_mss(u32::try_from(config.max_segment_size).unwrap_or(u32::MAX))?;
+    if let Some(mss) = config.segment_size() {
+        socket.set_mss(mss)?;
     }
     if config.accepted_receive_buffer() > 0 {
         socket.set_recv_buffer_size(config.accepted_receive_buffer())?;
@@ -472,9 +472,8 @@ async fn connect(to: SocketAddr, config: &TcpConfig) -> io::Result<TcpStream> {
         TcpSocket::new_v4()?
     };
     // Before connecting, so that the SYN announces it.
-    if config.max_segment_size > 0 {
-        socket2::SockRef::from(&socket)
-            .set_mss(u32::try_from(config.max_segment_size).unwrap_or(u32::MAX))?;
+    if let Some(mss) = config.segment_size() {
+        socket2::SockRef::from(&socket).set_mss(mss)?;
     }
     // Before connecting, so that the window scale the handshake agrees fits them.
     if config.next_hop_receive_buffer > 0 {

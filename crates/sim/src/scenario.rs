@@ -616,10 +616,13 @@ impl Scenario {
                 TcpModel::MAX_BUFFER
             ));
         }
-        if !(536..=32_767).contains(&self.tcp.segment_size) {
+        let segment_sizes = sluice_proxy_core::TcpConfig::SEGMENT_SIZES;
+        if !segment_sizes.contains(&self.tcp.segment_size) {
             return Err(format!(
-                "tcp.segment_size = {}: allowed 536 to 32767 bytes",
-                self.tcp.segment_size
+                "tcp.segment_size = {}: allowed {} to {} bytes",
+                self.tcp.segment_size,
+                segment_sizes.start(),
+                segment_sizes.end()
             ));
         }
         for (who, t) in [("re", &self.re.tcp), ("se", &self.se.tcp)] {
