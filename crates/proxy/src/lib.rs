@@ -53,6 +53,7 @@ mod icmp;
 mod shell;
 pub mod signals;
 mod tcp;
+mod udp_batch;
 pub mod watch;
 
 pub use shell::{Proxy, ProxyReport, ReloadHandle, ShutdownHandle};

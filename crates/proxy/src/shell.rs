@@ -17,6 +17,7 @@ use crate::admin::{self, Snapshot};
 use crate::icmp;
 use crate::signals::Sampler;
 use crate::tcp::{Tcp, TcpStats};
+use crate::udp_batch::{self, RecvBuffers};
 use crate::watch::{log_event, Watch};
 use sluice_proxy_core::{CoreStats, ProxyConfig, ProxyCore, Transmit, Transport};
 
@@ -281,6 +282,7 @@ impl Proxy {
         let grace = Duration::from_secs_f64(config.shutdown_grace_s);
         let mut grace_end: Option<Instant> = None;
         let mut buf = vec![0u8; 65_536];
+        let mut recv_buffers = RecvBuffers::new();
         let fd = std::os::fd::AsRawFd::as_raw_fd(&socket);
         // Hands each ICMP unreachable error in the socket's error queue to the core;
         // returns how many entries were read.
@@ -317,16 +319,23 @@ impl Proxy {
             if measure_send_queues {
                 tcp.measure(&mut core);
             }
-            for _ in 0..RECV_BATCH {
-                match socket.try_recv_from(&mut buf) {
-                    Ok((len, from)) => {
+            let mut received = 0;
+            while received < RECV_BATCH {
+                let at = now();
+                match recv_buffers.recv(&socket, |datagram, from| {
+                    core.handle_datagram(at, Bytes::copy_from_slice(datagram), from);
+                }) {
+                    // Read on until the socket says it is empty, which is what clears
+                    // tokio's readiness (else the loop would wake at once to ask again).
+                    Ok(n) => {
                         worked = true;
-                        core.handle_datagram(now(), Bytes::copy_from_slice(&buf[..len]), from);
+                        received += n.max(1);
                     }
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                     // An ICMP error about an earlier send, reported once; its details
                     // wait in the error queue.
                     Err(_) => {
+                        received += 1;
                         drain_errors(&mut core, &mut buf);
                     }
                 }
@@ -343,10 +352,10 @@ impl Proxy {
                     }
                 }
             }
-            while let Some(t) = pending.front() {
-                match socket.try_send_to(&t.payload, t.to) {
-                    Ok(_) => {
-                        pending.pop_front();
+            while !pending.is_empty() {
+                match udp_batch::send(&socket, &pending) {
+                    Ok(sent) => {
+                        pending.drain(..sent.max(1));
                         retried = false;
                     }
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
