@@ -10,11 +10,21 @@
 //! high mark for the non-INVITE traffic of sessions already admitted. They are shares
 //! rather than counts so that the default suits any queue: a fixed 400 would never
 //! trigger in front of a smaller queue and would trigger late in front of a larger one.
+//!
+//! As the backstop behind a feedback algorithm (`ControlConfig::backstop`) it also watches
+//! the queue's work in time, [`ThresholdRejection::with_delay_mark`]: a share of a long
+//! queue can hold seconds of work, and an INVITE admitted into it brings its session's
+//! later messages too. A UAS retransmits its 2xx when the ACK is not back within T1
+//! (500 ms, RFC 3261 §13.3.1.4), and both cross the queue; so the backstop rejects while
+//! the queue holds more than half of T1 of work, counting each queued INVITE with its
+//! session's later messages (as eq. 1 of Shen, Schulzrinne & Nahum 2008, §3.1, counts
+//! sessions).
 
 use super::{AdmissionMetrics, LocalAdmission};
-use crate::types::{AdmissionVerdict, MessageSummary};
+use crate::types::{AdmissionVerdict, Completion, MessageSummary, QueueOccupancy};
 use serde::{Deserialize, Serialize};
 use sluice_time::Time;
+use std::time::Duration;
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
@@ -49,8 +59,37 @@ impl ThresholdConfig {
 pub struct ThresholdRejection {
     high: usize,
     low: usize,
+    delay_mark: Option<DelayMark>,
     rejecting: bool,
     rejected: u64,
+}
+
+/// The queue's work in time, as a second pair of marks.
+#[derive(Clone, Debug)]
+struct DelayMark {
+    /// Start rejecting at this much work, seconds; stop below `low`.
+    high: f64,
+    low: f64,
+    /// Messages per session, for eq. 1.
+    session_length: f64,
+    /// Smoothed service time of a message the processor did not reject, seconds; none
+    /// before the first.
+    service_time: Option<f64>,
+    queue: QueueOccupancy,
+}
+
+/// Weight of the latest service time in the smoothed one: a few dozen messages, so the
+/// mark holds from the first milliseconds of a run.
+const SERVICE_TIME_GAIN: f64 = 1.0 / 32.0;
+
+impl DelayMark {
+    /// The queue's work: each INVITE with its session's later messages, each other
+    /// message itself, at a message's service time; zero before any message was served.
+    fn work(&self) -> f64 {
+        let messages =
+            f64::from(self.queue.invites) * self.session_length + f64::from(self.queue.non_invites);
+        self.service_time.map_or(0.0, |t| messages * t)
+    }
 }
 
 impl ThresholdRejection {
@@ -65,9 +104,30 @@ impl ThresholdRejection {
         Self {
             high,
             low: low.min(high),
+            delay_mark: None,
             rejecting: false,
             rejected: 0,
         }
+    }
+
+    /// Also rejects new INVITEs from when the queue holds `high` of work, counting each
+    /// queued INVITE with the rest of its session (`session_length` messages in all), until
+    /// it holds less than three quarters of it. A zero `high` adds nothing.
+    #[must_use]
+    pub fn with_delay_mark(mut self, high: Duration, session_length: f64) -> Self {
+        let high = high.as_secs_f64();
+        self.delay_mark = (high > 0.0).then(|| DelayMark {
+            high,
+            low: 0.75 * high,
+            session_length: if session_length.is_finite() {
+                session_length.max(1.0)
+            } else {
+                1.0
+            },
+            service_time: None,
+            queue: QueueOccupancy::default(),
+        });
+        self
     }
 
     pub fn is_rejecting(&self) -> bool {
@@ -87,9 +147,10 @@ impl LocalAdmission for ThresholdRejection {
         queue_len: usize,
         message: &MessageSummary,
     ) -> AdmissionVerdict {
-        if queue_len >= self.high {
+        let work = self.delay_mark.as_ref().map(|d| (d.work(), d));
+        if queue_len >= self.high || work.is_some_and(|(w, d)| w >= d.high) {
             self.rejecting = true;
-        } else if queue_len < self.low {
+        } else if queue_len < self.low && work.is_none_or(|(w, d)| w < d.low) {
             self.rejecting = false;
         }
         if self.rejecting && message.is_session_start() {
@@ -102,6 +163,21 @@ impl LocalAdmission for ThresholdRejection {
     fn handle_timeout(&mut self, _now: Time) {}
     fn poll_timeout(&self) -> Option<Time> {
         None
+    }
+    fn on_queue(&mut self, _now: Time, queue: QueueOccupancy) {
+        if let Some(d) = self.delay_mark.as_mut() {
+            d.queue = queue;
+        }
+    }
+    fn on_processed(&mut self, _now: Time, completion: &Completion) {
+        let rejection = completion.message.is_session_start() && !completion.session_accepted;
+        if let (Some(d), false) = (self.delay_mark.as_mut(), rejection) {
+            let t = completion.service_time.as_secs_f64();
+            d.service_time = Some(match d.service_time {
+                Some(s) => s + SERVICE_TIME_GAIN * (t - s),
+                None => t,
+            });
+        }
     }
     fn metrics(&self) -> AdmissionMetrics {
         AdmissionMetrics {
@@ -171,6 +247,110 @@ mod tests {
         assert!(t.is_rejecting());
         assert_eq!(
             t.on_arrival(Time::ZERO, 100, &MessageSummary::new_session(src)),
+            AdmissionVerdict::Reject
+        );
+    }
+
+    fn served(service_ms: u64, message: MessageSummary, accepted: bool) -> Completion {
+        Completion {
+            message,
+            service_time: Duration::from_millis(service_ms),
+            queueing_delay: Duration::ZERO,
+            session_accepted: accepted,
+        }
+    }
+
+    #[test]
+    fn the_delay_mark_counts_queued_invites_with_their_sessions_and_ignores_rejections() {
+        // Marks in messages that a short queue never reaches; 250 ms of work at 7
+        // messages a session.
+        let mut t = ThresholdRejection::with_marks(1000, 800)
+            .with_delay_mark(Duration::from_millis(250), 7.0);
+        let src = Some(NeighbourId(1));
+        let invite = MessageSummary::new_session(src);
+        let rejects = |t: &mut ThresholdRejection| {
+            t.on_arrival(Time::ZERO, 0, &invite) == AdmissionVerdict::Reject
+        };
+        // Before any message is served the work is unknown: nothing is rejected.
+        t.on_queue(
+            Time::ZERO,
+            QueueOccupancy {
+                invites: 100,
+                non_invites: 0,
+            },
+        );
+        assert!(!rejects(&mut t));
+        // 5 ms a message: 7 INVITEs are 245 ms of sessions, 8 are 280 ms.
+        t.on_processed(Time::ZERO, &served(5, MessageSummary::response(src), false));
+        t.on_queue(
+            Time::ZERO,
+            QueueOccupancy {
+                invites: 7,
+                non_invites: 0,
+            },
+        );
+        assert!(!rejects(&mut t));
+        t.on_queue(
+            Time::ZERO,
+            QueueOccupancy {
+                invites: 8,
+                non_invites: 0,
+            },
+        );
+        assert!(rejects(&mut t));
+        // A rejection's cheap service does not lower the estimate.
+        for _ in 0..100 {
+            t.on_processed(Time::ZERO, &served(0, invite, false));
+        }
+        assert!(rejects(&mut t));
+        // Hysteresis: still rejecting at 210 ms (6 INVITEs), admitting below 187.5 ms.
+        t.on_queue(
+            Time::ZERO,
+            QueueOccupancy {
+                invites: 6,
+                non_invites: 0,
+            },
+        );
+        assert!(rejects(&mut t));
+        t.on_queue(
+            Time::ZERO,
+            QueueOccupancy {
+                invites: 5,
+                non_invites: 2,
+            },
+        );
+        assert!(!rejects(&mut t), "175 + 10 ms of work");
+        // Other messages count once each.
+        t.on_queue(
+            Time::ZERO,
+            QueueOccupancy {
+                invites: 0,
+                non_invites: 49,
+            },
+        );
+        assert!(!rejects(&mut t));
+        t.on_queue(
+            Time::ZERO,
+            QueueOccupancy {
+                invites: 0,
+                non_invites: 50,
+            },
+        );
+        assert!(rejects(&mut t));
+        // The marks in messages still hold on their own.
+        let mut marks_only =
+            ThresholdRejection::with_marks(10, 5).with_delay_mark(Duration::ZERO, 7.0);
+        marks_only.on_processed(Time::ZERO, &served(5, MessageSummary::response(src), false));
+        marks_only.on_queue(
+            Time::ZERO,
+            QueueOccupancy {
+                invites: 100,
+                non_invites: 0,
+            },
+        );
+        assert!(!rejects(&mut marks_only));
+        assert_eq!(
+            marks_only.on_arrival(Time::ZERO, 10, &invite),
             AdmissionVerdict::Reject
         );
     }
