@@ -27,6 +27,18 @@
 //!   sample switches the policy from the busy time of completions to these samples.
 //!
 //! `pi` needs more: see [`DrainController`] for the draining sequence.
+//!
+//! # What no local control can do
+//! A local control still pays for every INVITE it turns away: a 503 costs `1/β` of a
+//! forwarded call. Its goodput at `r` times capacity is therefore at most
+//! `g_opt(r) = (C_T β − r)/(β − 1)` ([`crate::optimal`], De Cicco, Cofano & Mascolo,
+//! Proposition 1), whatever its rule. At `r = 10` and `C_T = 1` that reaches 0.9 of
+//! capacity only for `β ≥ 91`: on the live bench's emulated RE (seven messages a call at
+//! 476 µs, a rejection at 79 µs: `β ≈ 42`) the bound is 0.78, and at sluice's native `β`
+//! of 5–8 it is 0. So "at least 0.9 of capacity from 1x to 10x" is out of reach for every policy
+//! here by construction; only feedback, which moves the rejections to the SEs, can meet
+//! it. What the policies can be held to is a share of `g_opt(r)` and no harm below
+//! capacity.
 
 mod cpu;
 mod latency_bucket;

@@ -8,6 +8,13 @@
 //!
 //! Defaults (§3.7, Table 2): `ρ_B = 0.85`, `φ_max = 5`, `f_min = 0.02`, `T_c = 200 ms`
 //! (`T_m = 100 ms` in the estimator config; rate-occ2 uses 14 ms for both).
+//!
+//! What it cannot do as published: hold 0.9 of capacity under overload. It holds the
+//! processor's occupancy at `ρ_B`, so goodput settles near `ρ_B` of capacity or below:
+//! live, three SEs at 10x of 300 calls/s carry 0.78 (0.78–0.84 over links with 10 ms and
+//! 0.5 % loss a hop), and the sampled topologies 0.6–0.87. Raising `ρ_B` towards 1
+//! removes the headroom that absorbs a control interval's lag (`φ_max = 5` lets `f`
+//! grow fivefold in one interval). That is the algorithm's design, not a defect to tune.
 
 use super::{ControlClock, FeedbackGenerator, ReceiverCore, ReceiverMetrics};
 use crate::active_sources::ActiveSourceConfig;
