@@ -12,16 +12,35 @@ fn workspace_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
-/// Runs `variant` through two SEs at 4x a capacity of 100 calls/s; returns its stdout, the
-/// output folder and the summary's column reader.
-fn four_times_capacity_through_two_ses(variant: &str) -> (String, PathBuf, Vec<(String, String)>) {
-    let out =
-        std::env::temp_dir().join(format!("sluice-hop-bench-{variant}-{}", std::process::id()));
+/// Runs `sluice bench overload` with `args` into a fresh folder named after `tag`; returns
+/// its stdout and the folder, once it has succeeded.
+fn bench_overload(tag: &str, args: &[&str]) -> (String, PathBuf) {
+    let out = std::env::temp_dir().join(format!("sluice-hop-{tag}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&out);
     let run = Command::new(env!("CARGO_BIN_EXE_sluice"))
         .current_dir(workspace_root())
-        .args(["bench", "overload", "--ses", "2", "--variants", variant])
-        .args([
+        .args(["bench", "overload"])
+        .args(args)
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&run.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(run.status.success(), "{stdout}\n{stderr}");
+    (stdout, out)
+}
+
+/// Runs `variant` through two SEs at 4x a capacity of 100 calls/s; returns its stdout, the
+/// output folder and the summary's column reader.
+fn four_times_capacity_through_two_ses(variant: &str) -> (String, PathBuf, Vec<(String, String)>) {
+    let (stdout, out) = bench_overload(
+        variant,
+        &[
+            "--ses",
+            "2",
+            "--variants",
+            variant,
             "--capacity",
             "100",
             "--loads",
@@ -32,14 +51,8 @@ fn four_times_capacity_through_two_ses(variant: &str) -> (String, PathBuf, Vec<(
             "12s",
             "--warmup",
             "5s",
-        ])
-        .arg("--out")
-        .arg(&out)
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&run.stdout);
-    let stderr = String::from_utf8_lossy(&run.stderr);
-    assert!(run.status.success(), "{stdout}\n{stderr}");
+        ],
+    );
     assert!(
         stdout.contains("2 UACs -> 2 SEs -> RE at 100.0 calls/s"),
         "{stdout}"
@@ -53,7 +66,7 @@ fn four_times_capacity_through_two_ses(variant: &str) -> (String, PathBuf, Vec<(
         .zip(row)
         .map(|(h, v)| (h.to_owned(), v.to_owned()))
         .collect();
-    (stdout.into_owned(), out, columns)
+    (stdout, out, columns)
 }
 
 fn column(columns: &[(String, String)], name: &str) -> f64 {
@@ -223,22 +236,20 @@ scenario = { re = { control = { algorithm = "rate-abs", fairness = "user-centric
 /// Without that mark rate-abs's first seconds collapsed: 849 2xx retransmissions in 20 s.
 #[test]
 fn from_an_idle_start_into_ten_times_capacity_the_rate_algorithms_cause_no_2xx_retransmission() {
-    let out = std::env::temp_dir().join(format!("sluice-hop-startup-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&out);
-    let run = Command::new(env!("CARGO_BIN_EXE_sluice"))
-        .current_dir(workspace_root())
-        .args(["bench", "overload", "--variants", "rate-abs,rate-occ"])
-        .args(["--capacity", "300", "--loads", "10"])
-        .args(["--duration", "8s", "--warmup", "0s"])
-        .arg("--out")
-        .arg(&out)
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&run.stdout);
-    assert!(
-        run.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&run.stderr)
+    let (stdout, out) = bench_overload(
+        "startup",
+        &[
+            "--variants",
+            "rate-abs,rate-occ",
+            "--capacity",
+            "300",
+            "--loads",
+            "10",
+            "--duration",
+            "8s",
+            "--warmup",
+            "0s",
+        ],
     );
     let summary = std::fs::read_to_string(out.join("summary.csv")).unwrap();
     let mut lines = summary.lines();
