@@ -149,7 +149,7 @@ fn whole_calls(c: &mut Criterion) {
         bench.call();
     }
     group.bench_function("call", |b| {
-        b.iter_custom(|iters| (0..iters).map(|_| bench.call()).sum())
+        b.iter_custom(|iters| (0..iters).map(|_| bench.call()).sum());
     });
     group.finish();
     let s = bench.core.stats(Time::from_micros(bench.call * 1000));
