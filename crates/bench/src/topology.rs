@@ -1192,7 +1192,7 @@ pub fn bench(args: &OverloadConfig, console: &dyn Console) -> Result<(), String>
         let runs: Vec<(&PointResult, Fairness)> = points
             .iter()
             .zip(&plan.variants)
-            .map(|(p, v)| (p, v.scenario.re.control.fairness))
+            .map(|(p, v)| (p, v.scenario.re.control.fairness()))
             .collect();
         let missed = dynamic::report(&args.out, &plan.name, d, &runs, console)?;
         plots.extend(

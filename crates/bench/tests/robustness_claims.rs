@@ -295,7 +295,7 @@ label = "win-cont"
 scenario = { re = { control = { algorithm = "win-cont" } } }
 [[variant]]
 label = "rate-abs"
-scenario = { re = { control = { algorithm = "rate-abs" } } }
+scenario = { re = { control = { algorithm = "rate-abs", fairness = "max-min" } } }
 "#;
     let e = Experiment::from_toml(text, &Overrides::default()).unwrap();
     let reports: Vec<RunReport> = e.points.iter().map(|p| run(&p.scenario)).collect();

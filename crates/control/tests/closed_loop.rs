@@ -72,7 +72,7 @@ fn throttle(cfg: &ControlConfig, se: u64) -> Throttle {
         probe_after: Some(Duration::from_secs(1)),
         meter_interval: Duration::from_millis(100),
         meter_smoothing_weight: 0.25,
-        feed_forward: cfg.fairness == sluice_control::Fairness::UserCentric,
+        feed_forward: cfg.fairness() == sluice_control::Fairness::UserCentric,
     };
     Throttle::new(&spec, cfg.seed, se + 1, Time::ZERO).unwrap()
 }
@@ -251,7 +251,7 @@ fn provider_centric_splits_equally_and_double_feed_splits_by_offered_load() {
     }
     // Double feed: shares follow the fed-forward offered load.
     let cfg = ControlConfig {
-        fairness: Fairness::UserCentric,
+        fairness: Some(Fairness::UserCentric),
         ..ControlConfig::for_algorithm(Algorithm::RateAbs)
     };
     let o = run_with(&cfg, loads);

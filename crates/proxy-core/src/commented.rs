@@ -25,6 +25,7 @@ fn example(path: &str) -> Option<&'static str> {
         "control.threshold.low_watermark" | "control.ohta.lo_wm" => "300",
         "control.pi.max_drain_rate" | "control.latency_bucket.max_rate" => "1000.0",
         "overload.client.blocking" => "\"discard\"",
+        "control.fairness" => "\"max-min\"",
         "routes.host" => "\"example.com\"",
         "routes.user" => "\"alice\"",
         _ => return None,
