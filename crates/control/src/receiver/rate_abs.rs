@@ -109,7 +109,7 @@ impl RateAbs {
         }
     }
 
-    /// Holds `D_B` to the work a queue of `messages` holds ([`queue_bounded_budget`]).
+    /// Holds `D_B` to the work a queue of `messages` holds (half of it, `QUEUE_BUDGET_SHARE`).
     #[must_use]
     pub fn bounded_by_queue(mut self, messages: usize) -> Self {
         self.queue_capacity = Some(messages as f64);

@@ -166,7 +166,7 @@ impl WinCont {
         }
     }
 
-    /// Holds `D_B` to the work a queue of `messages` holds ([`QUEUE_SHARE`] of it);
+    /// Holds `D_B` to the work a queue of `messages` holds (all of it, `QUEUE_SHARE`);
     /// with the level allocation each SE's window then also gets back the sessions it
     /// reports in flight, which the links hold and the queue need not.
     #[must_use]

@@ -79,7 +79,7 @@ impl WinDisc {
         }
     }
 
-    /// Holds `D_B` to the work a queue of `messages` holds ([`queue_bounded_budget`]);
+    /// Holds `D_B` to the work a queue of `messages` holds (half of it, `QUEUE_BUDGET_SHARE`);
     /// each SE's window then also gets back the sessions it reports in flight, which the
     /// links hold and the queue need not.
     #[must_use]
