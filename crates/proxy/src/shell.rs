@@ -103,16 +103,19 @@ impl ProxyReport {
 /// Sends what is pending, waiting for the socket as needed, for at most `limit`.
 async fn flush(socket: &UdpSocket, pending: &mut VecDeque<Transmit>, limit: Duration) {
     let until = Instant::now() + limit;
-    while let Some(t) = pending.front() {
-        match socket.try_send_to(&t.payload, t.to) {
+    while !pending.is_empty() {
+        match udp_batch::send(socket, pending) {
+            Ok(sent) => {
+                pending.drain(..sent.max(1));
+            }
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                 let left = until.saturating_duration_since(Instant::now());
                 if left.is_zero() || tokio::time::timeout(left, socket.writable()).await.is_err() {
                     return;
                 }
             }
-            // Sent, or failed for good: either way this one is done.
-            _ => {
+            // Failed for good: the first one is done.
+            Err(_) => {
                 pending.pop_front();
             }
         }

@@ -333,9 +333,9 @@ impl Scenario {
         };
         // The papers' controllers as published, without sluice's additions: no threshold
         // backstop behind the feedback, the equal split of §6.1.1 for rate-abs too,
-        // rate-abs's budget as configured, the PI's queue
-        // loop pacing from the first INVITE, windows fed back without the echo that takes
-        // the sessions in flight off them.
+        // rate-abs's budget as configured, the PI's queue loop pacing from the first
+        // INVITE, windows fed back without the echo that takes the sessions in flight off
+        // them.
         re.control.backstop = false;
         re.control.fairness = Some(sluice_control::Fairness::ProviderCentric);
         re.control.queue_bounded_budget = false;
