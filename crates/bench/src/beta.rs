@@ -54,7 +54,7 @@ pub fn bench_beta(args: &Beta, console: &dyn Console) -> Result<(), String> {
         return Err("need --rate > 0 and --duration above 0s".into());
     }
     let reject_cfg = std::env::temp_dir().join(format!("sluice-beta-{}.toml", std::process::id()));
-    let sluice = sluice_proxy_command()?;
+    let sluice = sluice_proxy_command(1)?;
     let mut pairs = vec![(
         "sluice".to_owned(),
         sluice.clone(),

@@ -52,10 +52,12 @@ pub fn fresh_run_token() -> u64 {
 }
 
 /// This executable's `sluice proxy` as a command template (see [`fill_template`]).
-pub fn sluice_proxy_command() -> Result<String, String> {
+/// sluice's proxy with `workers` UDP threads as a command template.
+pub fn sluice_proxy_command(workers: usize) -> Result<String, String> {
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
     Ok(format!(
-        "'{}' proxy --listen {{listen}} --next-hop {{next_hop}} --duration {{duration}}s",
+        "'{}' proxy --listen {{listen}} --next-hop {{next_hop}} --duration {{duration}}s \
+         --workers {workers}",
         exe.display()
     ))
 }
@@ -248,6 +250,11 @@ fn wired(
     config.listen = listen;
     config.next_hop = Some(next_hop);
     config.duration_s = Some(budget_s);
+    // A bench runs its proxies and the generator on one host: one UDP thread each unless
+    // the experiment asks for more.
+    if config.workers == 0 {
+        config.workers = 1;
+    }
     config.shutdown_grace_s = 1.0;
     config
 }

@@ -38,8 +38,8 @@ pub enum Generator {
 /// `sluice bench proxy`'s settings; the CLI's `--help` explains each.
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct ProxyBench {
-    /// `sluice`, `kamailio`, `kamailio:N`, `none` or a command template; `/tcp` after a
-    /// name runs it over TCP.
+    /// `sluice`, `sluice:N`, `kamailio`, `kamailio:N`, `none` or a command template; `/tcp`
+    /// after a name runs it over TCP.
     pub proxies: Vec<String>,
     /// First rate, step and highest rate, calls/s.
     pub start: f64,
@@ -113,8 +113,16 @@ fn proxy_command(
     duration: f64,
 ) -> Result<String, String> {
     let (name, tcp) = transport_of(spec);
-    let command = if name == "sluice" {
-        let command = sluice_proxy_command()?;
+    let command = if let Some(workers) = (name == "sluice")
+        .then_some("1")
+        .or_else(|| name.strip_prefix("sluice:"))
+    {
+        let workers: usize = workers
+            .parse()
+            .ok()
+            .filter(|w| (1..=sluice_proxy::MAX_WORKERS).contains(w))
+            .ok_or_else(|| format!("--proxy {spec}: expected sluice or sluice:N, N ≥ 1"))?;
+        let command = sluice_proxy_command(workers)?;
         if tcp {
             command + " --tcp-to-next-hops"
         } else {

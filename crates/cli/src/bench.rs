@@ -65,13 +65,13 @@ pub enum GeneratorArg {
 
 #[derive(Args, Debug, Clone)]
 pub struct ProxyBenchArgs {
-    /// Proxy under test, repeatable to compare in one run: `sluice` (this binary's
-    /// `sluice proxy`), `kamailio` or `kamailio:N` (tests/kamailio/proxy.cfg with N worker
-    /// processes), or a command line with the placeholders {listen}, {next_hop},
+    /// Proxy under test, repeatable to compare in one run: `sluice` or `sluice:N` (this
+    /// binary's `sluice proxy` with one or N UDP threads), `kamailio` or `kamailio:N`
+    /// (tests/kamailio/proxy.cfg with N worker processes), or a command line with the placeholders {listen}, {next_hop},
     /// {listen_port}, {next_hop_port} and {duration} (whole seconds, a bare number: sluice
     /// takes `--duration {duration}s`; run with `sh -c`); `none` calls the UAS directly (the
-    /// generator's own maximum). `sluice/tcp`, `kamailio/tcp` and `kamailio:N/tcp` run the
-    /// proxy over TCP on both sides.
+    /// generator's own maximum). `sluice/tcp`, `kamailio/tcp` and `kamailio:N/tcp` (any
+    /// of these names with `/tcp`) run the proxy over TCP on both sides.
     #[arg(long = "proxy", default_value = "sluice")]
     pub proxies: Vec<String>,
     /// First call rate, calls/s.

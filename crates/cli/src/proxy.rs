@@ -55,6 +55,9 @@ pub struct ProxyArgs {
     /// Transaction table limit.
     #[arg(long)]
     max_transactions: Option<usize>,
+    /// UDP threads sharing the proxy, each on its own socket of the port (0: one per core).
+    #[arg(long)]
+    workers: Option<usize>,
     /// Admin HTTP address, host:port: /metrics, /status, /signals and /dashboard.
     #[arg(long, value_parser = resolve_host_port)]
     admin: Option<SocketAddr>,
@@ -152,6 +155,9 @@ fn effective_config(args: &ProxyArgs) -> Result<ProxyConfig, String> {
     }
     if let Some(v) = args.max_transactions {
         c.max_transactions = v;
+    }
+    if let Some(v) = args.workers {
+        c.workers = v;
     }
     if let Some(v) = args.admin {
         c.admin = Some(v);

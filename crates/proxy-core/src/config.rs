@@ -117,6 +117,12 @@ pub struct ProxyConfig {
     pub admin: Option<SocketAddr>,
     /// Socket buffer sizes asked of the kernel (SO_RCVBUF / SO_SNDBUF), bytes.
     pub socket_buffer: usize,
+    /// Threads moving UDP datagrams, each on its own socket of the listening port
+    /// (SO_REUSEPORT, datagrams spread among them at random by the kernel); 0: one per core
+    /// the process may use. They share the one proxy core, so every transaction, dialog and
+    /// the control loop see the whole process. TCP connections are served by the first.
+    /// The simulator runs the core on its one emulated processor whatever this says.
+    pub workers: usize,
     /// How long a graceful shutdown lets running transactions finish, seconds.
     pub shutdown_grace_s: f64,
     /// Stop by itself after this many seconds (graceful shutdown as for SIGTERM).
@@ -153,11 +159,15 @@ impl Default for ProxyConfig {
             tcp: TcpConfig::default(),
             admin: None,
             socket_buffer: 4 << 20,
+            workers: 0,
             shutdown_grace_s: 5.0,
             duration_s: None,
         }
     }
 }
+
+/// The most UDP threads a proxy runs.
+pub const MAX_WORKERS: usize = 1024;
 
 /// RFC 3261 timer values (§17.1.1.1, Table 4), milliseconds.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -308,6 +318,12 @@ impl ProxyConfig {
             .validate()
             .map_err(|e| ConfigError::Invalid(format!("sip.{e}")))?;
         self.tcp.validate().map_err(ConfigError::Invalid)?;
+        if self.workers > MAX_WORKERS {
+            return bad(format!(
+                "workers must be at most {MAX_WORKERS} (0: one per core), not {}",
+                self.workers
+            ));
+        }
         if self.queue_capacity == 0 {
             return bad("queue_capacity must be at least 1".into());
         }

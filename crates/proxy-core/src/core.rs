@@ -496,6 +496,8 @@ pub struct ProxyCore {
     /// Native busy time per processed message over the last sample (receive-stage work
     /// included): the service time completions carry at native speed.
     native_cost: Duration,
+    /// The shell's threads that run this core: its native capacity, in cores.
+    native_workers: u32,
 }
 
 /// How often the policy gets a native CPU sample: the PI's and OCC's 10 ms sampling.
@@ -741,6 +743,7 @@ impl ProxyCore {
             cpu_sample_busy: Duration::ZERO,
             cpu_sample_processed: 0,
             native_cost: Duration::ZERO,
+            native_workers: 1,
         }
     }
 
@@ -1288,8 +1291,18 @@ impl ProxyCore {
     /// Native processing time measured by the shell, added to the occupancy.
     pub fn record_native_busy(&mut self, busy: Duration) {
         self.stats.busy_native += busy;
-        self.window_busy += busy;
-        self.cpu_sample_busy += busy;
+        // With several threads the process is one processor that many times faster: its
+        // load is the busy share of all of them, and a message's service time as a queue
+        // sees it is the cost divided among them.
+        let share = busy / self.native_workers;
+        self.window_busy += share;
+        self.cpu_sample_busy += share;
+    }
+
+    /// How many shell threads run this core (default 1), so that the CPU load the policies
+    /// read is the share of all of them.
+    pub fn set_native_workers(&mut self, workers: usize) {
+        self.native_workers = u32::try_from(workers.max(1)).unwrap_or(u32::MAX);
     }
 
     /// At native speed (no emulated cost) the policy's CPU load is what the shell measured:

@@ -201,7 +201,7 @@ mod record;
 mod tcp;
 mod transmit;
 
-pub use config::{ConfigError, ProxyConfig, RouteRule, SipTimers};
+pub use config::{ConfigError, ProxyConfig, RouteRule, SipTimers, MAX_WORKERS};
 pub use core::{CoreStats, KindCounts, ProxyCore, Reloaded, KIND_LABELS};
 pub use histogram::{DelayHistogram, DELAY_BUCKETS_S};
 pub use hop::{HopRole, HopStats, OverloadConfig};

@@ -36,6 +36,8 @@ pub(crate) struct Snapshot {
     pub uptime: Duration,
     pub local: SocketAddr,
     pub send_drops: u64,
+    /// Datagrams read by each UDP thread, the main loop's first.
+    pub udp_threads: Vec<u64>,
     pub tcp: crate::tcp::TcpStats,
     pub draining: bool,
     /// Admin connections refused for the connection limit.
@@ -60,6 +62,7 @@ impl Snapshot {
             uptime: Duration::from_secs(1),
             local: SocketAddr::from(([127, 0, 0, 1], 5060)),
             send_drops: 0,
+            udp_threads: vec![0],
             tcp: crate::tcp::TcpStats::default(),
             draining: false,
             admin_refused: 0,
@@ -301,6 +304,7 @@ async fn status(State(AdminState { requests, .. }): State<AdminState>) -> impl I
         Some(s) => {
             let mut v = status_json(&s.stats, s.uptime, s.local, s.send_drops);
             v["draining"] = json!(s.draining);
+            v["udp_threads"] = json!(s.udp_threads);
             v["tcp"] = tcp_json(&s.tcp);
             v["admission"] = json!({
                 "rejected": s.admission.rejected,
@@ -733,6 +737,17 @@ pub(crate) fn render_metrics(s: &Snapshot) -> String {
         dropped.get_or_create(&label("reason", reason)).inc_by(v);
     }
     reg.register("dropped", "Messages dropped, by reason", dropped);
+    let threads = Family::<Labels, Counter>::default();
+    for (i, v) in s.udp_threads.iter().enumerate() {
+        threads
+            .get_or_create(&label("thread", &i.to_string()))
+            .inc_by(*v);
+    }
+    reg.register(
+        "udp_thread_datagrams",
+        "Datagrams read, by UDP thread (workers)",
+        threads,
+    );
     let generated = Family::<Labels, Counter>::default();
     for (status, v) in [
         ("100", st.trying_sent),

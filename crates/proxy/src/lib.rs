@@ -54,8 +54,9 @@ mod shell;
 pub mod signals;
 mod tcp;
 mod udp_batch;
+mod udp_port;
 pub mod watch;
 
-pub use shell::{Proxy, ProxyReport, ReloadHandle, ShutdownHandle};
+pub use shell::{worker_count, Proxy, ProxyReport, ReloadHandle, ShutdownHandle};
 pub use sluice_proxy_core::*;
 pub use tcp::{raise_open_files_limit, TcpStats};

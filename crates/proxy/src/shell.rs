@@ -1,32 +1,30 @@
-//! The tokio shell: one UDP socket, a monotonic clock mapped to [`Time`], and a loop that
-//! feeds datagrams and deadlines to the [`ProxyCore`] and sends what it produces.
+//! The tokio shell: UDP sockets (one per worker thread, see [`crate::udp_port`]), a
+//! monotonic clock mapped to [`Time`], and a main loop that feeds datagrams, TCP messages
+//! and deadlines to the [`ProxyCore`] and sends what it produces.
 
-use std::collections::VecDeque;
 use std::io;
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
 use sluice_time::Time;
 use socket2::{Domain, Protocol, Socket, Type};
 use tokio::io::Interest;
 use tokio::net::UdpSocket;
-use tokio::sync::{mpsc, oneshot, watch};
+use tokio::sync::{mpsc, oneshot, watch, Notify};
 
 use crate::admin::{self, Snapshot};
 use crate::icmp;
 use crate::signals::Sampler;
 use crate::tcp::{Tcp, TcpStats};
-use crate::udp_batch::{self, RecvBuffers};
+use crate::udp_port::{self, lock, Clock, UdpPort, WorkerLinks, RECV_BATCH};
 use crate::watch::{log_event, Watch};
-use sluice_proxy_core::{CoreStats, ProxyConfig, ProxyCore, Transmit, Transport};
+use sluice_proxy_core::{CoreStats, ProxyConfig, ProxyCore, Transmit};
 
-/// Datagrams read per wake-up before the processor runs: enough to amortise the wake-up,
-/// few enough that the queue-full check sees the processor's progress.
-const RECV_BATCH: usize = 256;
-/// Transmits held while the socket's send buffer is full; beyond this they are dropped
-/// and counted.
-const MAX_PENDING_SENDS: usize = 65_536;
+/// TCP transmits the UDP threads may hand the main loop before it takes them; beyond, they
+/// fail as a full connection's would.
+const WORKER_TCP_QUEUE: usize = 4096;
 /// How often the log is told what the control loop did.
 const WATCH_INTERVAL: Duration = Duration::from_secs(1);
 
@@ -34,6 +32,8 @@ const WATCH_INTERVAL: Duration = Duration::from_secs(1);
 pub struct Proxy {
     config: ProxyConfig,
     socket: UdpSocket,
+    /// The other worker threads' sockets on the same port.
+    worker_sockets: Vec<std::net::UdpSocket>,
     /// TCP on the UDP socket's port (`tcp.listen`).
     tcp_listener: Option<tokio::net::TcpListener>,
     local: SocketAddr,
@@ -89,6 +89,8 @@ pub struct ProxyReport {
     /// Transmits dropped because the socket's send buffer stayed full.
     pub send_drops: u64,
     pub tcp: TcpStats,
+    /// Datagrams read by each UDP thread (`workers`), the main loop's first.
+    pub udp_threads: Vec<u64>,
 }
 
 impl ProxyReport {
@@ -96,34 +98,26 @@ impl ProxyReport {
     pub fn to_json(&self) -> serde_json::Value {
         let mut v = admin::status_json(&self.stats, self.elapsed, self.local_addr, self.send_drops);
         v["tcp"] = admin::tcp_json(&self.tcp);
+        v["udp_threads"] = serde_json::json!(self.udp_threads);
         v
     }
 }
 
-/// Sends what is pending, waiting for the socket as needed, for at most `limit`.
-async fn flush(socket: &UdpSocket, pending: &mut VecDeque<Transmit>, limit: Duration) {
-    let until = Instant::now() + limit;
-    while !pending.is_empty() {
-        match udp_batch::send(socket, pending) {
-            Ok(sent) => {
-                pending.drain(..sent.max(1));
-            }
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                let left = until.saturating_duration_since(Instant::now());
-                if left.is_zero() || tokio::time::timeout(left, socket.writable()).await.is_err() {
-                    return;
-                }
-            }
-            // Failed for good: the first one is done.
-            Err(_) => {
-                pending.pop_front();
-            }
-        }
+/// The UDP threads `config` asks for: `workers`, or one per core the process may use.
+pub fn worker_count(config: &ProxyConfig) -> usize {
+    match config.workers {
+        0 => std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get),
+        n => n,
     }
 }
 
-fn udp_socket(addr: SocketAddr, buffer: usize) -> io::Result<std::net::UdpSocket> {
+/// A UDP socket bound to `addr`; `shared` lets the other workers' sockets bind the same
+/// port (SO_REUSEPORT).
+fn udp_socket(addr: SocketAddr, buffer: usize, shared: bool) -> io::Result<Socket> {
     let socket = Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP))?;
+    if shared {
+        socket.set_reuse_port(true)?;
+    }
     // The kernel may cap these (net.core.rmem_max); a smaller buffer is not an error.
     let _ = socket.set_recv_buffer_size(buffer);
     let _ = socket.set_send_buffer_size(buffer);
@@ -137,7 +131,7 @@ fn udp_socket(addr: SocketAddr, buffer: usize) -> io::Result<std::net::UdpSocket
     }
     socket.set_nonblocking(true)?;
     socket.bind(&addr.into())?;
-    Ok(socket.into())
+    Ok(socket)
 }
 
 impl Proxy {
@@ -153,7 +147,23 @@ impl Proxy {
         config
             .validate()
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
-        let (udp, tcp) = bind_udp_and_tcp(&config)?;
+        let workers = worker_count(&config);
+        let (udp, tcp) = bind_udp_and_tcp(&config, workers > 1)?;
+        let at = udp.local_addr()?.as_socket().unwrap_or(config.listen);
+        let worker_sockets = (1..workers)
+            .map(|_| udp_socket(at, config.socket_buffer, true))
+            .collect::<io::Result<Vec<_>>>()
+            .map_err(|e| {
+                io::Error::new(
+                    e.kind(),
+                    format!("cannot bind worker socket on udp {at}: {e}"),
+                )
+            })?;
+        if workers > 1 {
+            udp_port::spread_at_random(&udp, workers)?;
+        }
+        let udp: std::net::UdpSocket = udp.into();
+        let worker_sockets = worker_sockets.into_iter().map(Into::into).collect();
         if tcp.is_some() {
             let limit = crate::tcp::raise_open_files_limit();
             let wanted = config.tcp.max_connections as u64 + 64;
@@ -189,6 +199,7 @@ impl Proxy {
         Ok(Proxy {
             config,
             socket,
+            worker_sockets,
             tcp_listener,
             local,
             admin,
@@ -236,6 +247,7 @@ impl Proxy {
         let Proxy {
             config,
             socket,
+            worker_sockets,
             tcp_listener,
             local,
             admin,
@@ -246,9 +258,11 @@ impl Proxy {
             ..
         } = self;
         let mut config = config;
-        let origin = Instant::now();
-        let now = || Time::from_nanos(origin.elapsed().as_nanos() as u64);
-        let at = |t: Time| origin + Duration::from_nanos(t.as_nanos());
+        let clock = Clock {
+            origin: Instant::now(),
+        };
+        let origin = clock.origin;
+        let now = || clock.now();
         let mut core = ProxyCore::new(&config, local, now());
         // A per-process secret from the standard library's randomly keyed hasher, so the
         // tags on this proxy's branches cannot be predicted from its configuration.
@@ -267,6 +281,8 @@ impl Proxy {
         if let Some(policy) = admission {
             core.set_admission(policy);
         }
+        core.set_native_workers(worker_sockets.len() + 1);
+        let shared: udp_port::SharedCore = Arc::new(Mutex::new(core));
         let (admin_tx, mut admin_rx) = mpsc::channel::<oneshot::Sender<Snapshot>>(16);
         // The dashboard's history, sampled with the watch.
         let mut signals = Sampler::default();
@@ -279,26 +295,47 @@ impl Proxy {
             None => None,
         };
 
+        // The other UDP threads, each on its own runtime.
+        let (stop_workers, workers_stop) = watch::channel(false);
+        let (worker_tcp_tx, mut worker_tcp) = mpsc::channel::<Transmit>(WORKER_TCP_QUEUE);
+        let links = WorkerLinks {
+            core: shared.clone(),
+            clock,
+            main_wake: Arc::new(AtomicU64::new(0)),
+            wake_main: Arc::new(Notify::new()),
+            tcp: worker_tcp_tx,
+            stop: workers_stop,
+            send_drops: Arc::new(AtomicU64::new(0)),
+            read_by_thread: (0..=worker_sockets.len())
+                .map(|_| AtomicU64::new(0))
+                .collect(),
+        };
+        let mut worker_threads = Vec::with_capacity(worker_sockets.len());
+        for (i, socket) in worker_sockets.into_iter().enumerate() {
+            let links = links.clone();
+            let thread = std::thread::Builder::new()
+                .name(format!("sluice-udp-{}", i + 1))
+                .spawn(move || -> io::Result<()> {
+                    let runtime = tokio::runtime::Builder::new_current_thread()
+                        .enable_all()
+                        .build()?;
+                    runtime.block_on(async move {
+                        let read_by_thread = links.read_by_thread.clone();
+                        let port =
+                            UdpPort::new(UdpSocket::from_std(socket)?, i + 1, read_by_thread);
+                        udp_port::run_worker(port, links).await
+                    })
+                })?;
+            worker_threads.push(thread);
+        }
+
         let stop_after = config
             .duration_s
             .map(|s| origin + Duration::from_secs_f64(s));
         let grace = Duration::from_secs_f64(config.shutdown_grace_s);
         let mut grace_end: Option<Instant> = None;
-        let mut buf = vec![0u8; 65_536];
-        let mut recv_buffers = RecvBuffers::new();
-        let fd = std::os::fd::AsRawFd::as_raw_fd(&socket);
-        // Hands each ICMP unreachable error in the socket's error queue to the core;
-        // returns how many entries were read.
-        let drain_errors = |core: &mut ProxyCore, buf: &mut [u8]| {
-            icmp::drain(fd, buf, |to, payload| {
-                core.handle_unreachable(now(), to, payload);
-            })
-        };
-        // The transmit at the front of `pending` already failed once on an error left by
-        // an ICMP message about an earlier datagram.
-        let mut retried = false;
-        let mut pending: VecDeque<Transmit> = VecDeque::new();
-        let mut send_drops = 0u64;
+        let mut port = UdpPort::new(socket, 0, links.read_by_thread.clone());
+        let mut unrecorded_busy = Duration::ZERO;
         let (mut tcp, mut tcp_inputs) = Tcp::new(&config.tcp, tcp_listener);
         // The connection whose turn it is, with the messages of it not yet taken; and the
         // one granted its turn that is reading it.
@@ -318,145 +355,102 @@ impl Proxy {
 
         loop {
             let started = Instant::now();
-            let mut worked = false;
-            if measure_send_queues {
-                tcp.measure(&mut core);
-            }
-            let mut received = 0;
-            while received < RECV_BATCH {
-                let at = now();
-                match recv_buffers.recv(&socket, |datagram, from| {
-                    core.handle_datagram(at, Bytes::copy_from_slice(datagram), from);
-                }) {
-                    // Read on until the socket says it is empty, which is what clears
-                    // tokio's readiness (else the loop would wake at once to ask again).
-                    Ok(n) => {
-                        worked = true;
-                        received += n.max(1);
+            let mut worked = port.read();
+            // The core is locked for this block only: never across an await.
+            let (room, turn_left, out_of_time) = {
+                let mut core = lock(&shared);
+                core.record_native_busy(std::mem::take(&mut unrecorded_busy));
+                if measure_send_queues {
+                    tcp.measure(&mut core);
+                }
+                port.feed(&mut core, now());
+                core.handle_timeout(now());
+                worked |= port.take_transmits(&mut core, |core, t| {
+                    if let Err(origin) = tcp.send(t) {
+                        core.handle_send_error(now(), origin);
                     }
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                    // An ICMP error about an earlier send, reported once; its details
-                    // wait in the error queue.
-                    Err(_) => {
-                        received += 1;
-                        drain_errors(&mut core, &mut buf);
+                });
+                let mut out_of_time = false;
+                if let Some(end) = grace_end {
+                    if core.is_idle() && !port.has_pending() && tcp.flushed() {
+                        break;
+                    }
+                    if Instant::now() >= end {
+                        // Out of time: every request still open gets its final response now.
+                        core.abandon(now());
+                        port.take_transmits(&mut core, |_, t| {
+                            let _ = tcp.send(t);
+                        });
+                        out_of_time = true;
                     }
                 }
-            }
-            core.handle_timeout(now());
-            while let Some(t) = core.poll_transmit() {
-                worked = true;
-                match t.transport {
-                    Transport::Udp => pending.push_back(t),
-                    Transport::Tcp => {
-                        if let Err(origin) = tcp.send(t) {
-                            core.handle_send_error(now(), origin);
-                        }
+                if Instant::now() >= next_watch {
+                    let stats = core.stats(now());
+                    let feedback = core.feedback_metrics();
+                    signals.sample(
+                        origin.elapsed(),
+                        &stats,
+                        &core.admission_metrics(),
+                        feedback.as_ref(),
+                    );
+                    let mut events = watch.sample(origin.elapsed(), &stats);
+                    events.extend(watch.feedback(feedback.and_then(|m| m.control_value)));
+                    events.extend(watch.next_hops(core.next_hop_controls()));
+                    for event in &events {
+                        log_event(event);
                     }
+                    next_watch += WATCH_INTERVAL;
                 }
-            }
-            while !pending.is_empty() {
-                match udp_batch::send(&socket, &pending) {
-                    Ok(sent) => {
-                        pending.drain(..sent.max(1));
-                        retried = false;
-                    }
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                    Err(_) => {
-                        // A pending ICMP error fails the next send without sending it:
-                        // if the error queue held one, the error was not this
-                        // datagram's, and it goes again.
-                        if drain_errors(&mut core, &mut buf) > 0 && !retried {
-                            retried = true;
-                            continue;
-                        }
-                        retried = false;
-                        if let Some(t) = pending.pop_front() {
-                            core.handle_send_error(now(), t.origin);
-                        }
-                    }
+                let deadline = core.poll_timeout();
+                links
+                    .main_wake
+                    .store(deadline.map_or(u64::MAX, Time::as_nanos), Ordering::Relaxed);
+                let wake = deadline.map_or(far, |t| clock.at(t)).min(next_watch);
+                let wake = tokio::time::Instant::from_std(grace_end.map_or(wake, |g| wake.min(g)));
+                if wake_timer.deadline() != wake {
+                    wake_timer.as_mut().reset(wake);
                 }
-            }
-            while pending.len() > MAX_PENDING_SENDS {
-                pending.pop_front();
-                send_drops += 1;
-            }
-            if worked {
-                core.record_native_busy(started.elapsed());
-            }
-            if let Some(end) = grace_end {
-                if core.is_idle() && pending.is_empty() && tcp.flushed() {
-                    break;
-                }
-                if Instant::now() >= end {
-                    // Out of time: every request still open gets its final response now.
-                    core.abandon(now());
-                    while let Some(t) = core.poll_transmit() {
-                        match t.transport {
-                            Transport::Udp => pending.push_back(t),
-                            Transport::Tcp => {
-                                let _ = tcp.send(t);
+                let room = core.has_room(now());
+                // A turn is taken to its end before the next connection's, a message at a
+                // time while the queue has room; a long one in batches, the timers between.
+                let mut turn_left = false;
+                if room {
+                    if let Some(t) = turn.as_mut() {
+                        let started = Instant::now();
+                        for _ in 0..RECV_BATCH {
+                            let Some(m) = t.messages.pop_front() else {
+                                break;
+                            };
+                            tcp.stats.messages_in += 1;
+                            core.handle_stream_message(now(), m, t.from);
+                            if !core.has_room(now()) {
+                                break;
                             }
                         }
-                    }
-                    flush(&socket, &mut pending, Duration::from_millis(500)).await;
-                    // The connections' tasks write what was queued meanwhile.
-                    let until = Instant::now() + Duration::from_millis(500);
-                    while !tcp.flushed() && Instant::now() < until {
-                        tokio::time::sleep(Duration::from_millis(5)).await;
-                    }
-                    break;
-                }
-            }
-            if Instant::now() >= next_watch {
-                let stats = core.stats(now());
-                let feedback = core.feedback_metrics();
-                signals.sample(
-                    origin.elapsed(),
-                    &stats,
-                    &core.admission_metrics(),
-                    feedback.as_ref(),
-                );
-                let mut events = watch.sample(origin.elapsed(), &stats);
-                events.extend(watch.feedback(feedback.and_then(|m| m.control_value)));
-                events.extend(watch.next_hops(core.next_hop_controls()));
-                for event in &events {
-                    log_event(event);
-                }
-                next_watch += WATCH_INTERVAL;
-            }
-            let wake = core.poll_timeout().map_or(far, at).min(next_watch);
-            let wake = tokio::time::Instant::from_std(grace_end.map_or(wake, |g| wake.min(g)));
-            if wake_timer.deadline() != wake {
-                wake_timer.as_mut().reset(wake);
-            }
-            let room = core.has_room(now());
-            // A turn is taken to its end before the next connection's, a message at a
-            // time while the queue has room; a long one in batches, the timers between.
-            let mut turn_left = false;
-            if room {
-                if let Some(t) = turn.as_mut() {
-                    let started = Instant::now();
-                    for _ in 0..RECV_BATCH {
-                        let Some(m) = t.messages.pop_front() else {
-                            break;
-                        };
-                        tcp.stats.messages_in += 1;
-                        core.handle_stream_message(now(), m, t.from);
-                        if !core.has_room(now()) {
-                            break;
+                        core.record_native_busy(started.elapsed());
+                        if t.messages.is_empty() {
+                            // Dropped: its connection reads again.
+                            turn = None;
+                        } else {
+                            turn_left = core.has_room(now());
                         }
                     }
-                    core.record_native_busy(started.elapsed());
-                    if t.messages.is_empty() {
-                        // Dropped: its connection reads again.
-                        turn = None;
-                    } else {
-                        turn_left = core.has_room(now());
-                    }
                 }
+                (core.has_room(now()), turn_left, out_of_time)
+            };
+            if out_of_time {
+                port.flush(Duration::from_millis(500)).await;
+                // The connections' tasks write what was queued meanwhile.
+                let until = Instant::now() + Duration::from_millis(500);
+                while !tcp.flushed() && Instant::now() < until {
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                }
+                break;
             }
-            let room = core.has_room(now());
+            port.send(&shared, clock);
+            if worked {
+                unrecorded_busy += started.elapsed();
+            }
             tcp.set_reading_free(
                 room && turn.is_none() && granted.is_none() && tcp_inputs.inbound.is_empty(),
             );
@@ -491,20 +485,39 @@ impl Proxy {
                     // A turn without a whole message is let go at once.
                     turn = read.ok().filter(|t| !t.messages.is_empty());
                 }
-                Some(event) = tcp_inputs.events.recv() => tcp.closed(event, &mut core, now()),
-                r = socket.readable() => r?,
-                r = socket.writable(), if !pending.is_empty() => r?,
-                r = socket.ready(Interest::ERROR) => {
+                Some(event) = tcp_inputs.events.recv() => {
+                    let mut core = lock(&shared);
+                    let at = now();
+                    tcp.closed(event, &mut core, at);
+                }
+                Some(first) = worker_tcp.recv() => {
+                    // What the UDP threads' work sent over TCP, in the order they made it.
+                    let mut core = lock(&shared);
+                    let mut next = Some(first);
+                    while let Some(t) = next {
+                        if let Err(origin) = tcp.send(t) {
+                            core.handle_send_error(now(), origin);
+                        }
+                        next = worker_tcp.try_recv().ok();
+                    }
+                }
+                () = links.wake_main.notified() => {}
+                r = port.socket.readable() => r?,
+                r = port.socket.writable(), if port.has_pending() => r?,
+                r = port.socket.ready(Interest::ERROR) => {
                     r?;
-                    // Drained to empty, the would-block clears the readiness.
-                    let _ = socket.try_io(Interest::ERROR, || {
-                        drain_errors(&mut core, &mut buf);
+                    // Cleared first: an error that comes while the queue is drained sets
+                    // the readiness again.
+                    let _ = port.socket.try_io(Interest::ERROR, || {
                         Err::<(), _>(io::ErrorKind::WouldBlock.into())
                     });
+                    let mut core = lock(&shared);
+                    let at = now();
+                    port.drain_errors(&mut core, at);
                 }
                 () = &mut wake_timer => {}
                 () = &mut stop_timer, if grace_end.is_none() => {
-                    core.begin_shutdown();
+                    lock(&shared).begin_shutdown();
                     grace_end = Some(Instant::now() + grace);
                 }
                 Some(mut new) = reload_rx.recv() => {
@@ -512,7 +525,11 @@ impl Proxy {
                     if new.overload.server.epoch_secs == 0 {
                         new.overload.server.epoch_secs = config.overload.server.epoch_secs;
                     }
-                    let reloaded = core.reload(&new, now());
+                    let reloaded = {
+                        let mut core = lock(&shared);
+                        let at = now();
+                        core.reload(&new, at)
+                    };
                     if !reloaded.needs_restart.is_empty() {
                         tracing::warn!(
                             keys = %reloaded.needs_restart.join(", "),
@@ -533,11 +550,12 @@ impl Proxy {
                 }
                 r = shutdown_rx.changed(), if grace_end.is_none() => {
                     if r.is_err() || *shutdown_rx.borrow() {
-                        core.begin_shutdown();
+                        lock(&shared).begin_shutdown();
                         grace_end = Some(Instant::now() + grace);
                     }
                 }
                 Some(reply) = admin_rx.recv() => {
+                    let mut core = lock(&shared);
                     let stats = core.stats(now());
                     let _ = reply.send(Snapshot {
                         tcp: tcp.stats(&stats),
@@ -545,7 +563,8 @@ impl Proxy {
                         admission: core.admission_metrics(),
                         uptime: origin.elapsed(),
                         local,
-                        send_drops,
+                        send_drops: port.send_drops + links.send_drops.load(Ordering::Relaxed),
+                        udp_threads: links.datagrams_by_thread(),
                         draining: grace_end.is_some(),
                         admin_refused: admin_thread
                             .as_ref()
@@ -559,13 +578,23 @@ impl Proxy {
             }
         }
         drop(admin_thread);
+        let _ = stop_workers.send(true);
+        for thread in worker_threads {
+            match thread.join() {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => tracing::warn!("a UDP thread ended with an error: {e}"),
+                Err(_) => tracing::warn!("a UDP thread panicked"),
+            }
+        }
+        let mut core = lock(&shared);
         let stats = core.stats(now());
         Ok(ProxyReport {
             local_addr: local,
             elapsed: origin.elapsed(),
             tcp: tcp.stats(&stats),
             stats,
-            send_drops,
+            send_drops: port.send_drops + links.send_drops.load(Ordering::Relaxed),
+            udp_threads: links.datagrams_by_thread(),
         })
     }
 }
@@ -585,14 +614,15 @@ async fn accept(
 /// bound again.
 fn bind_udp_and_tcp(
     config: &ProxyConfig,
-) -> io::Result<(std::net::UdpSocket, Option<std::net::TcpListener>)> {
+    shared: bool,
+) -> io::Result<(Socket, Option<std::net::TcpListener>)> {
     let mut attempts = 0;
     loop {
-        let udp = udp_socket(config.listen, config.socket_buffer)?;
+        let udp = udp_socket(config.listen, config.socket_buffer, shared)?;
         if !config.tcp.listen {
             return Ok((udp, None));
         }
-        let at = udp.local_addr()?;
+        let at = udp.local_addr()?.as_socket().unwrap_or(config.listen);
         match crate::tcp::listener(at, &config.tcp) {
             Ok(l) => return Ok((udp, Some(l))),
             Err(e)
