@@ -105,6 +105,18 @@ fn transport_of(spec: &str) -> (&str, bool) {
     }
 }
 
+/// sluice's flags for a transaction table (and memory budget) that holds what `max_rate`
+/// calls/s leave behind: about 37 transaction-seconds a call (a BYE's server transaction
+/// lingers 32 s, `max_transactions`' documentation), for 40 s of calls, at about 1.5 KB
+/// each. The bench measures the processor, not the default table, which is sized for
+/// 9,700 calls/s.
+fn table_for(max_rate: f64) -> String {
+    let defaults = sluice_proxy::ProxyConfig::default();
+    let transactions = ((max_rate * 37.0 * 1.25) as usize).max(defaults.max_transactions);
+    let budget_mb = (transactions * 3 / 2 / 1024 * 2).max(defaults.memory_budget_mb);
+    format!(" --max-transactions {transactions} --memory-budget-mb {budget_mb}")
+}
+
 fn proxy_command(
     spec: &str,
     args: &ProxyBench,
@@ -122,7 +134,7 @@ fn proxy_command(
             .ok()
             .filter(|w| (1..=sluice_proxy::MAX_WORKERS).contains(w))
             .ok_or_else(|| format!("--proxy {spec}: expected sluice or sluice:N, N ≥ 1"))?;
-        let command = sluice_proxy_command(workers)?;
+        let command = sluice_proxy_command(workers)? + &table_for(args.max);
         if tcp {
             command + " --tcp-to-next-hops"
         } else {

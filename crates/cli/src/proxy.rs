@@ -55,6 +55,9 @@ pub struct ProxyArgs {
     /// Transaction table limit.
     #[arg(long)]
     max_transactions: Option<usize>,
+    /// What transactions and queued messages may hold, MiB (`memory_budget_mb`).
+    #[arg(long)]
+    memory_budget_mb: Option<usize>,
     /// UDP threads sharing the proxy, each on its own socket of the port (0: one per core).
     #[arg(long)]
     workers: Option<usize>,
@@ -155,6 +158,9 @@ fn effective_config(args: &ProxyArgs) -> Result<ProxyConfig, String> {
     }
     if let Some(v) = args.max_transactions {
         c.max_transactions = v;
+    }
+    if let Some(v) = args.memory_budget_mb {
+        c.memory_budget_mb = v;
     }
     if let Some(v) = args.workers {
         c.workers = v;
