@@ -118,8 +118,8 @@ pub struct ProxyConfig {
     /// Socket buffer sizes asked of the kernel (SO_RCVBUF / SO_SNDBUF), bytes.
     pub socket_buffer: usize,
     /// Threads moving UDP datagrams, each on its own socket of the listening port
-    /// (SO_REUSEPORT, datagrams spread among them at random by the kernel); 0: one per core
-    /// the process may use. They share the one proxy core, so every transaction, dialog and
+    /// (SO_REUSEPORT; the kernel hands a datagram to the thread numbered after the CPU that
+    /// received it); 0: one per core the process may use. They share the one proxy core, so every transaction, dialog and
     /// the control loop see the whole process. TCP connections are served by the first.
     /// The simulator runs the core on its one emulated processor whatever this says.
     pub workers: usize,

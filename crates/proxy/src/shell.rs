@@ -160,7 +160,7 @@ impl Proxy {
                 )
             })?;
         if workers > 1 {
-            udp_port::spread_at_random(&udp, workers)?;
+            udp_port::spread_by_cpu(&udp, workers)?;
         }
         let udp: std::net::UdpSocket = udp.into();
         let worker_sockets = worker_sockets.into_iter().map(Into::into).collect();

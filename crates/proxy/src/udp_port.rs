@@ -12,11 +12,15 @@
 //! one thread or several. The lock is taken once per batch of datagrams, with the clock
 //! read under it so that the core sees time move forward only.
 //!
-//! Datagrams are spread among the sockets at random per datagram by a classic BPF program
-//! (`SO_ATTACH_REUSEPORT_CBPF`): the kernel's default, a hash of the sender's address, puts
-//! all of one peer's traffic on one thread, and a proxy often has few peers (one upstream
-//! proxy, one gateway). UDP promises no order, and the core already copes with a CANCEL
-//! before its INVITE or an ACK before its 2xx.
+//! Each datagram goes to the socket of the thread numbered after the CPU on which the
+//! kernel received it (modulo the threads), by a classic BPF program
+//! (`SO_ATTACH_REUSEPORT_CBPF`): the thread it wakes is then usually on that CPU, where the
+//! datagram is in cache and no inter-processor interrupt is needed to wake it. On loopback
+//! at 12,000 calls/s this cost 0.69–0.76 CPUs against 0.65–0.66 for one thread; a random
+//! choice per datagram cost 0.85–0.88, and the kernel's default (a hash of the sender's
+//! address) puts all of one peer's traffic on one thread, where a proxy often has few
+//! peers. UDP promises no order, and the core already copes with a CANCEL before its INVITE
+//! or an ACK before its 2xx. More threads than CPUs leave the extra ones without datagrams.
 
 use std::collections::VecDeque;
 use std::io;
@@ -243,12 +247,12 @@ impl UdpPort {
     }
 }
 
-/// Makes the kernel hand each datagram for the port to one of `workers` sockets at random,
-/// instead of by the sender's address. The program is classic BPF: load a random word
-/// (`SKF_AD_RANDOM`), take it modulo the number of sockets, return it as the socket's
-/// index in the group.
+/// Makes the kernel hand each datagram for the port to socket `cpu mod workers` of the
+/// group, where `cpu` is the CPU that received it, instead of choosing by the sender's
+/// address. The program is classic BPF: load the CPU number (`SKF_AD_CPU`), take it modulo
+/// the number of sockets, return it as the socket's index in the group.
 #[cfg(target_os = "linux")]
-pub(crate) fn spread_at_random(socket: &socket2::Socket, workers: usize) -> io::Result<()> {
+pub(crate) fn spread_by_cpu(socket: &socket2::Socket, workers: usize) -> io::Result<()> {
     use nix::libc::{self, sock_filter, sock_fprog};
     use nix::sys::socket::{setsockopt, sockopt::AttachReusePortCbpf};
     let workers = u32::try_from(workers).unwrap_or(u32::MAX).max(1);
@@ -261,7 +265,7 @@ pub(crate) fn spread_at_random(socket: &socket2::Socket, workers: usize) -> io::
     let mut program = [
         op(
             libc::BPF_LD | libc::BPF_W | libc::BPF_ABS,
-            (libc::SKF_AD_OFF + libc::SKF_AD_RANDOM) as u32,
+            (libc::SKF_AD_OFF + libc::SKF_AD_CPU) as u32,
         ),
         op(libc::BPF_ALU | libc::BPF_MOD | libc::BPF_K, workers),
         op(libc::BPF_RET | libc::BPF_A, 0),
@@ -274,7 +278,7 @@ pub(crate) fn spread_at_random(socket: &socket2::Socket, workers: usize) -> io::
 }
 
 #[cfg(not(target_os = "linux"))]
-pub(crate) fn spread_at_random(_socket: &socket2::Socket, _workers: usize) -> io::Result<()> {
+pub(crate) fn spread_by_cpu(_socket: &socket2::Socket, _workers: usize) -> io::Result<()> {
     Ok(())
 }
 
