@@ -16,6 +16,7 @@ use std::path::PathBuf;
 use serde::Serialize;
 
 use crate::console::Console;
+use crate::netns::Hosts;
 use crate::process::{kamailio_command, sluice_proxy_command};
 use crate::proxy_bench::{bench_one, step_header, Generator, ProxyBench};
 
@@ -81,14 +82,15 @@ pub fn bench_beta(args: &Beta, console: &dyn Console) -> Result<(), String> {
         sipp_scenarios: PathBuf::from("tests/sipp"),
         kamailio_cfg: args.kamailio_cfg.clone(),
         out: None,
+        netns: false,
     };
     let mut results = Vec::new();
     console.line(&step_header());
     console.begin(2 * pairs.len() as u64);
     let outcome = (|| {
         for (label, forward, reject) in &pairs {
-            let forwarded = bench_one(forward, &bench, console)?;
-            let rejected = bench_one(reject, &bench, console)?;
+            let forwarded = bench_one(forward, &bench, &Hosts::loopback(), console)?;
+            let rejected = bench_one(reject, &bench, &Hosts::loopback(), console)?;
             let (Some(f), Some(r)) = (forwarded.steps.first(), rejected.steps.first()) else {
                 return Err(format!("{label}: no measurement"));
             };

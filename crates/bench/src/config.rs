@@ -66,6 +66,8 @@ pub struct OverloadConfig {
     pub link_loss: Option<f64>,
     /// Topology: jitter of every live hop, milliseconds (the simulator has none).
     pub link_jitter_ms: f64,
+    /// UDP threads of every sluice proxy the bench starts (`workers`).
+    pub workers: usize,
 }
 
 impl Default for OverloadConfig {
@@ -95,6 +97,7 @@ impl Default for OverloadConfig {
             link_delay_ms: None,
             link_loss: None,
             link_jitter_ms: 0.0,
+            workers: 1,
         }
     }
 }

@@ -38,6 +38,7 @@ pub mod sweep;
 pub mod tuning;
 
 pub mod beta;
+pub mod netns;
 pub mod proxy_bench;
 
 pub mod dynamic;

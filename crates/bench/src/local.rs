@@ -519,6 +519,11 @@ pub fn bench(args: &OverloadConfig, console: &dyn Console) -> Result<(), String>
         )
     };
     let loads = args.loads.clone().unwrap_or(loads);
+    for v in &mut variants {
+        if let Target::Sluice(c) = &mut v.target {
+            c.workers = args.workers;
+        }
+    }
     if !args.proxy_cmd.is_empty() {
         let capacity = args.proxy_capacity.ok_or(
             "--proxy-cmd needs --proxy-capacity (calls/s; measure it with `sluice bench proxy`)",

@@ -230,7 +230,10 @@ pub fn start_sluice_on(
             let _ = tx.send((proxy.local_addr(), proxy.shutdown_handle()));
             proxy.run().await
         })?;
-        let cpu = shell::thread_cpu_seconds().zip(cpu0).map(|(b, a)| b - a);
+        // The proxy's own thread, and its other UDP threads (`workers`).
+        let cpu = shell::thread_cpu_seconds()
+            .zip(cpu0)
+            .map(|(b, a)| b - a + report.worker_cpu_s);
         Ok((report, cpu))
     });
     let (addr, stop) = rx

@@ -21,6 +21,7 @@ use sluice_report::files::CsvTable;
 use sluice_report::html::{write_page, Page};
 
 use crate::console::{note, say, Console};
+use crate::netns::{Hosts, Testbed};
 use crate::process::{
     fill_template, free_sip_port, fresh_run_token, kamailio_command, process_tree_cpu,
     sluice_proxy_command, spawn_command, stop_child,
@@ -55,6 +56,8 @@ pub struct ProxyBench {
     pub kamailio_cfg: PathBuf,
     /// Directory for bench_proxy.csv and bench_proxy.json.
     pub out: Option<PathBuf>,
+    /// The proxy in a network namespace of its own, reached over a veth pair.
+    pub netns: bool,
 }
 
 /// One rate step against one proxy.
@@ -215,6 +218,7 @@ fn sluice_tcp_uas(
 pub fn bench_one(
     spec: &str,
     args: &ProxyBench,
+    hosts: &Hosts,
     console: &dyn Console,
 ) -> Result<BenchResult, String> {
     let tcp = transport_of(spec).1;
@@ -232,8 +236,8 @@ pub fn bench_one(
             )
         }
         Generator::Sluice => {
-            let socket = shell::bind_udp("127.0.0.1:0".parse().expect("literal"))
-                .map_err(|e| e.to_string())?;
+            let socket =
+                shell::bind_udp(SocketAddr::new(hosts.generator, 0)).map_err(|e| e.to_string())?;
             let addr = socket.local_addr().map_err(|e| e.to_string())?;
             let flag = Arc::new(AtomicBool::new(false));
             let stop = Stop {
@@ -265,13 +269,13 @@ pub fn bench_one(
     let listen = if direct {
         uas_addr
     } else {
-        SocketAddr::from(([127, 0, 0, 1], free_sip_port()?))
+        SocketAddr::new(hosts.proxy, free_sip_port()?)
     };
     let budget = max_steps(args) as f64 * (args.step_secs + args.drain + 4.0) + 30.0;
     let (command, mut child) = if direct {
         ("(no proxy)".to_owned(), None)
     } else {
-        let filled = proxy_command(spec, args, listen, uas_addr, budget)?;
+        let filled = hosts.in_proxy_netns(&proxy_command(spec, args, listen, uas_addr, budget)?);
         let command = format!("exec {filled}");
         note!(console, "bench proxy {spec}: {command}");
         (command, Some(spawn_command(&filled)?))
@@ -293,7 +297,8 @@ pub fn bench_one(
             }
             BenchUas::Sluice { .. } => None,
         };
-        let answered = direct || shell::probe(listen, Duration::from_secs(10));
+        let answered =
+            direct || shell::probe_from(hosts.generator, listen, Duration::from_secs(10));
         if let Some((flag, t)) = stand_in {
             flag.store(true, Ordering::Relaxed);
             let _ = t.join();
@@ -315,7 +320,7 @@ pub fn bench_one(
             let uas0 = uas_cpu();
             let started = std::time::Instant::now();
             let mut step = match args.generator {
-                Generator::Sluice => sluice_step(spec, rate, args, listen, tcp)?,
+                Generator::Sluice => sluice_step(spec, rate, args, hosts, listen, tcp)?,
                 Generator::Sipp => sipp_step(spec, rate, args, listen, uas_addr, tcp)?,
             };
             let wall = started.elapsed().as_secs_f64();
@@ -363,10 +368,11 @@ fn sluice_step(
     spec: &str,
     rate: f64,
     args: &ProxyBench,
+    hosts: &Hosts,
     target: SocketAddr,
     tcp: bool,
 ) -> Result<BenchStep, String> {
-    let bind = SocketAddr::from(([127, 0, 0, 1], 0));
+    let bind = SocketAddr::new(hosts.generator, 0);
     let mut cfg = UacConfig::new(bind, target, rate);
     cfg.schedule = Schedule::from_pairs(&[(0.0, rate)])?;
     cfg.duration = Some(Duration::from_secs_f64(args.step_secs));
@@ -592,11 +598,28 @@ pub fn bench_proxy(args: &ProxyBench, console: &dyn Console) -> Result<(), Strin
             }
         }
     }
+    if args.netns
+        && (args.generator != Generator::Sluice || args.proxies.iter().any(|p| transport_of(p).1))
+    {
+        return Err("--netns runs sluice's generator over UDP only".into());
+    }
+    // Held to the end: dropping it deletes the namespace.
+    let testbed = args.netns.then(Testbed::create).transpose()?;
+    let loopback = Hosts::loopback();
+    let hosts = testbed.as_ref().map_or(&loopback, Testbed::hosts);
+    if let Some(ns) = &hosts.proxy_netns {
+        note!(
+            console,
+            "bench proxy: the proxy in namespace {ns} at {}, the generator at {} over a veth pair",
+            hosts.proxy,
+            hosts.generator
+        );
+    }
     let mut results = Vec::new();
     // At most: a proxy that stays clean runs every step.
     console.begin(max_steps(args) * args.proxies.len() as u64);
     for spec in &args.proxies {
-        results.push(bench_one(spec, args, console)?);
+        results.push(bench_one(spec, args, hosts, console)?);
     }
     console.finish();
     console.line("");

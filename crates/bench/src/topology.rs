@@ -300,6 +300,10 @@ struct Plan {
 
 fn plan(args: &OverloadConfig) -> Result<Plan, String> {
     let mut plan = plan_variants(args)?;
+    for v in &mut plan.variants {
+        v.scenario.re.workers = args.workers;
+        v.scenario.se.workers = args.workers;
+    }
     if let Some(ms) = args.se_rate_tau_ms {
         // A setting of the SEs, so the simulator's SEs run with it too.
         let tau = Duration::from_millis(ms);

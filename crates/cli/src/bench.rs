@@ -103,6 +103,11 @@ pub struct ProxyBenchArgs {
     /// Output folder for bench_proxy.csv and bench_proxy.json.
     #[arg(long, default_value = "out/bench-proxy")]
     pub out: PathBuf,
+    /// Run the proxy in a network namespace of its own (created for the run and deleted at
+    /// its end, root needed), reached from the generator over a veth pair instead of
+    /// loopback. sluice's generator over UDP only.
+    #[arg(long)]
+    pub netns: bool,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -215,6 +220,10 @@ pub struct OverloadArgs {
     /// only: the simulator's links have none).
     #[arg(long, default_value = "0s", value_parser = parse_duration)]
     pub link_jitter: Duration,
+    /// UDP threads of every sluice proxy (`workers`; the simulator's have one emulated
+    /// processor whatever this says).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=1024))]
+    pub workers: u64,
 }
 
 /// The calling side of a point.
@@ -342,6 +351,7 @@ pub fn run(command: &BenchCommand) -> Result<(), String> {
                 sipp_scenarios: a.sipp_scenarios.clone(),
                 kamailio_cfg: a.kamailio_cfg.clone(),
                 out: Some(a.out.clone()),
+                netns: a.netns,
             };
             let meta = Meta::live(&bench)?;
             bench_proxy(&bench, &Terminal::new("rate steps"))?;
@@ -425,6 +435,7 @@ fn overload_config(a: &OverloadArgs) -> Result<OverloadConfig, String> {
         link_delay_ms: a.link_delay.map(millis),
         link_loss: a.link_loss,
         link_jitter_ms: millis(a.link_jitter),
+        workers: usize::try_from(a.workers).unwrap_or(1),
     })
 }
 

@@ -6,10 +6,16 @@ use std::process::Command;
 const SLUICE: &str = env!("CARGO_BIN_EXE_sluice");
 
 fn bench(proxy: &str, tag: &str) -> serde_json::Value {
+    bench_with(proxy, tag, &[]).1
+}
+
+/// The bench's standard output and JSON through `proxy`, with `extra` arguments.
+fn bench_with(proxy: &str, tag: &str, extra: &[&str]) -> (String, serde_json::Value) {
     let dir = std::env::temp_dir().join(format!("sluice-bench-test-{}-{tag}", std::process::id()));
     let out = Command::new(SLUICE)
         .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
         .args(["bench", "proxy", "--proxy", proxy])
+        .args(extra)
         .args([
             "--rate-start",
             "200",
@@ -47,7 +53,7 @@ fn bench(proxy: &str, tag: &str) -> serde_json::Value {
         "{report}"
     );
     let _ = std::fs::remove_dir_all(&dir);
-    json
+    (stdout.into_owned(), json)
 }
 
 #[test]
@@ -73,4 +79,35 @@ fn bench_through_the_sluice_proxy() {
     assert!(steps.iter().all(|s| s["clean"] == true && s["failed"] == 0));
     // The proxy is a child process whose CPU time the bench reads from /proc.
     assert!(steps[1]["proxy_us_per_call"].as_f64().is_some());
+}
+
+/// The names of the network namespaces on this host.
+fn namespaces() -> String {
+    let out = Command::new("ip")
+        .args(["netns", "list"])
+        .output()
+        .expect("iproute2's ip (apt-get install iproute2)");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// `--netns`: the proxy (two UDP threads) in a namespace of its own, reached over a veth
+/// pair from the generator's address; the namespace is gone when the bench ends. Needs
+/// root, as CI runs.
+#[test]
+fn bench_with_the_proxy_in_its_own_network_namespace() {
+    let (_, json) = bench_with("sluice:2", "netns", &["--netns"]);
+    let steps = json[0]["steps"].as_array().unwrap();
+    assert!(steps.iter().all(|s| s["clean"] == true && s["failed"] == 0));
+    let command = json[0]["command"].as_str().unwrap();
+    let ns = command
+        .split_whitespace()
+        .find(|w| w.starts_with("sluice-dut-"))
+        .unwrap_or_default()
+        .to_owned();
+    assert!(
+        command.contains("ip netns exec sluice-dut-") && command.contains("--listen 10.77."),
+        "{command}"
+    );
+    assert!(ns.starts_with("sluice-dut-"), "{command}");
+    assert!(!namespaces().contains(&ns), "{ns} left behind");
 }

@@ -385,12 +385,17 @@ pub fn run_uas_observed(
 /// throwaway socket until any datagram comes back or `timeout` passes. For waiting on a
 /// proxy or UAS that another process is starting.
 pub fn probe(target: SocketAddr, timeout: Duration) -> bool {
-    let local: SocketAddr = if target.is_ipv4() {
-        SocketAddr::from(([127, 0, 0, 1], 0))
+    let local: std::net::IpAddr = if target.is_ipv4() {
+        std::net::Ipv4Addr::LOCALHOST.into()
     } else {
-        SocketAddr::from((std::net::Ipv6Addr::LOCALHOST, 0))
+        std::net::Ipv6Addr::LOCALHOST.into()
     };
-    let Ok(socket) = std::net::UdpSocket::bind(local) else {
+    probe_from(local, target, timeout)
+}
+
+/// [`probe`] from an address of this host other than loopback.
+pub fn probe_from(local: std::net::IpAddr, target: SocketAddr, timeout: Duration) -> bool {
+    let Ok(socket) = std::net::UdpSocket::bind(SocketAddr::new(local, 0)) else {
         return false;
     };
     let Ok(local) = socket.local_addr() else {

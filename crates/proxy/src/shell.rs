@@ -91,6 +91,8 @@ pub struct ProxyReport {
     pub tcp: TcpStats,
     /// Datagrams read by each UDP thread (`workers`), the main loop's first.
     pub udp_threads: Vec<u64>,
+    /// CPU time (user and system) the UDP threads other than the main loop's used, seconds.
+    pub worker_cpu_s: f64,
 }
 
 impl ProxyReport {
@@ -310,12 +312,13 @@ impl Proxy {
                 .map(|_| AtomicU64::new(0))
                 .collect(),
         };
-        let mut worker_threads = Vec::with_capacity(worker_sockets.len());
+        let mut worker_threads: Vec<std::thread::JoinHandle<io::Result<f64>>> =
+            Vec::with_capacity(worker_sockets.len());
         for (i, socket) in worker_sockets.into_iter().enumerate() {
             let links = links.clone();
             let thread = std::thread::Builder::new()
                 .name(format!("sluice-udp-{}", i + 1))
-                .spawn(move || -> io::Result<()> {
+                .spawn(move || -> io::Result<f64> {
                     let runtime = tokio::runtime::Builder::new_current_thread()
                         .enable_all()
                         .build()?;
@@ -324,7 +327,8 @@ impl Proxy {
                         let port =
                             UdpPort::new(UdpSocket::from_std(socket)?, i + 1, read_by_thread);
                         udp_port::run_worker(port, links).await
-                    })
+                    })?;
+                    Ok(udp_port::thread_cpu_seconds())
                 })?;
             worker_threads.push(thread);
         }
@@ -579,9 +583,10 @@ impl Proxy {
         }
         drop(admin_thread);
         let _ = stop_workers.send(true);
+        let mut worker_cpu_s = 0.0;
         for thread in worker_threads {
             match thread.join() {
-                Ok(Ok(())) => {}
+                Ok(Ok(cpu)) => worker_cpu_s += cpu,
                 Ok(Err(e)) => tracing::warn!("a UDP thread ended with an error: {e}"),
                 Err(_) => tracing::warn!("a UDP thread panicked"),
             }
@@ -595,6 +600,7 @@ impl Proxy {
             stats,
             send_drops: port.send_drops + links.send_drops.load(Ordering::Relaxed),
             udp_threads: links.datagrams_by_thread(),
+            worker_cpu_s,
         })
     }
 }

@@ -282,6 +282,16 @@ pub(crate) fn spread_by_cpu(_socket: &socket2::Socket, _workers: usize) -> io::R
     Ok(())
 }
 
+/// The calling thread's CPU time so far (user and system), seconds; 0 where the system
+/// does not tell.
+pub(crate) fn thread_cpu_seconds() -> f64 {
+    use nix::sys::resource::{getrusage, UsageWho};
+    getrusage(UsageWho::RUSAGE_THREAD).map_or(0.0, |u| {
+        let secs = |t: nix::sys::time::TimeVal| t.tv_sec() as f64 + t.tv_usec() as f64 * 1e-6;
+        secs(u.user_time()) + secs(u.system_time())
+    })
+}
+
 /// What a UDP thread shares with the main loop.
 #[derive(Clone)]
 pub(crate) struct WorkerLinks {

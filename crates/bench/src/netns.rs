@@ -1,0 +1,136 @@
+//! A two-host testbed on one machine: the proxy under test in a network namespace of its
+//! own, joined to the bench's namespace (where the generator runs) by a veth pair, so that
+//! calls cross a network device with its own addresses instead of loopback. Built with
+//! iproute2's `ip` (root needed), and torn down when the [`Testbed`] is dropped; only the
+//! addresses of the pair it creates receive traffic.
+
+use std::net::{IpAddr, Ipv4Addr};
+use std::process::Command;
+
+/// Where the generator and the proxy under test live.
+#[derive(Clone, Debug)]
+pub struct Hosts {
+    /// The generator's (UAC and UAS) address.
+    pub generator: IpAddr,
+    /// The proxy's address.
+    pub proxy: IpAddr,
+    /// The namespace the proxy runs in (`None`: the bench's own).
+    pub proxy_netns: Option<String>,
+}
+
+impl Hosts {
+    /// Everything on loopback, in the bench's namespace.
+    pub fn loopback() -> Hosts {
+        Hosts {
+            generator: IpAddr::V4(Ipv4Addr::LOCALHOST),
+            proxy: IpAddr::V4(Ipv4Addr::LOCALHOST),
+            proxy_netns: None,
+        }
+    }
+
+    /// `command` (a shell command line) run in the proxy's namespace.
+    pub fn in_proxy_netns(&self, command: &str) -> String {
+        match &self.proxy_netns {
+            Some(ns) => format!("ip netns exec {ns} {command}"),
+            None => command.to_owned(),
+        }
+    }
+}
+
+/// A namespace and a veth pair this process created; dropping it deletes both.
+#[derive(Debug)]
+pub struct Testbed {
+    netns: String,
+    /// The bench's end of the pair.
+    device: String,
+    hosts: Hosts,
+}
+
+fn ip(args: &[&str]) -> Result<(), String> {
+    let out = Command::new("ip")
+        .args(args)
+        .output()
+        .map_err(|e| format!("--netns needs iproute2's `ip` (apt-get install iproute2): {e}"))?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "ip {}: {} (--netns needs root)",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        ))
+    }
+}
+
+impl Testbed {
+    /// Creates the namespace `sluice-dut-<pid>` and a veth pair into it: the bench's end
+    /// 10.77.N.1/30, the proxy's 10.77.N.2/30, with N the process id modulo 250, so that
+    /// benches running at once rarely share a subnet (`ip` refuses the second namespace
+    /// of a process id).
+    pub fn create() -> Result<Testbed, String> {
+        let pid = std::process::id();
+        let netns = format!("sluice-dut-{pid}");
+        // Interface names are at most 15 bytes.
+        let device = format!("slg{}", pid % 10_000_000);
+        let peer = format!("sld{}", pid % 10_000_000);
+        let subnet = u8::try_from(pid % 250).unwrap_or(0);
+        let generator = Ipv4Addr::new(10, 77, subnet, 1);
+        let proxy = Ipv4Addr::new(10, 77, subnet, 2);
+        ip(&["netns", "add", &netns])?;
+        // From here on, dropping the testbed undoes what was made.
+        let bed = Testbed {
+            netns: netns.clone(),
+            device: device.clone(),
+            hosts: Hosts {
+                generator: IpAddr::V4(generator),
+                proxy: IpAddr::V4(proxy),
+                proxy_netns: Some(netns.clone()),
+            },
+        };
+        ip(&[
+            "link", "add", &device, "type", "veth", "peer", "name", &peer, "netns", &netns,
+        ])?;
+        ip(&["addr", "add", &format!("{generator}/30"), "dev", &device])?;
+        ip(&["link", "set", &device, "up"])?;
+        ip(&[
+            "-n",
+            &netns,
+            "addr",
+            "add",
+            &format!("{proxy}/30"),
+            "dev",
+            &peer,
+        ])?;
+        ip(&["-n", &netns, "link", "set", &peer, "up"])?;
+        ip(&["-n", &netns, "link", "set", "lo", "up"])?;
+        Ok(bed)
+    }
+
+    pub fn hosts(&self) -> &Hosts {
+        &self.hosts
+    }
+}
+
+impl Drop for Testbed {
+    fn drop(&mut self) {
+        // Deleting the namespace deletes the peer in it, and with it the bench's end.
+        let _ = ip(&["netns", "del", &self.netns]);
+        let _ = ip(&["link", "del", &self.device]);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Hosts;
+
+    #[test]
+    fn commands_run_in_the_proxys_namespace_only_when_it_has_one() {
+        let mut hosts = Hosts::loopback();
+        assert_eq!(hosts.in_proxy_netns("sluice proxy"), "sluice proxy");
+        hosts.proxy_netns = Some("sluice-dut-7".into());
+        assert_eq!(
+            hosts.in_proxy_netns("'/bin/sluice' proxy --listen 10.77.0.2:5060"),
+            "ip netns exec sluice-dut-7 '/bin/sluice' proxy --listen 10.77.0.2:5060"
+        );
+    }
+}
