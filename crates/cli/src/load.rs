@@ -72,6 +72,12 @@ pub struct UacArgs {
     /// What the calls go over.
     #[arg(long, value_enum, default_value_t = TransportArg::Udp)]
     pub transport: TransportArg,
+    /// Threads placing calls, each with its own socket (a port of --bind's address) and
+    /// an equal share of the rate, so that one generator uses several cores (UDP). The
+    /// summary is over all of them; per-second rows add their counts and leave the delay
+    /// columns empty.
+    #[arg(long, default_value_t = 1)]
+    pub threads: usize,
     /// With --transport tcp: one connection for the run (the default), or one per call.
     #[arg(long, value_enum)]
     pub tcp_connections: Option<TcpConnectionsArg>,
@@ -193,10 +199,21 @@ fn uac_config(args: &UacArgs) -> Result<UacConfig, String> {
     if args.tcp_connections.is_some() && args.transport != TransportArg::Tcp {
         return Err("--tcp-connections needs --transport tcp".into());
     }
-    if !args.target.ip().is_loopback() {
+    if args.threads == 0 || args.threads > 64 {
+        return Err(format!("--threads {}: give 1 to 64", args.threads));
+    }
+    if args.threads > 1 && (args.transport != TransportArg::Udp || args.bind.port() != 0) {
+        return Err(
+            "--threads runs UDP, each thread on its own port: use --transport udp and a --bind \
+             with port 0"
+                .into(),
+        );
+    }
+    if args.bind.ip().is_loopback() != args.target.ip().is_loopback() {
         return Err(format!(
-            "{}: load traffic only goes to loopback addresses (127.0.0.0/8, ::1)",
-            args.target
+            "--bind {} cannot reach --target {}: bind to an address of this host on the \
+             target's network",
+            args.bind, args.target
         ));
     }
     let mut cfg = UacConfig::new(args.bind, args.target, 0.0);
@@ -255,6 +272,39 @@ fn run_uac(args: &UacArgs) -> Result<UacReport, String> {
         let _ = writeln!(csv, "{}", row.csv());
     };
     let run = match args.transport {
+        TransportArg::Udp if args.threads > 1 => {
+            // One row a second: each thread's rows for that second added up, written once
+            // every thread has given its own (what is left, at the end).
+            let threads = args.threads;
+            let mut waiting: std::collections::BTreeMap<u64, (SecondRow, usize)> =
+                std::collections::BTreeMap::new();
+            let mut on_row = on_row;
+            let run =
+                shell::run_uac_threads(args.bind, &cfg, threads, &Stop::default(), |_, row| {
+                    let entry = waiting.entry(row.second).or_insert((
+                        SecondRow {
+                            pdd_p50_ms: None,
+                            pdd_p99_ms: None,
+                            ..*row
+                        },
+                        0,
+                    ));
+                    if entry.1 > 0 {
+                        entry.0.absorb(row);
+                    }
+                    entry.1 += 1;
+                    while let Some(first) = waiting.first_entry() {
+                        if first.get().1 < threads {
+                            break;
+                        }
+                        on_row(&first.remove().0);
+                    }
+                });
+            for (row, _) in waiting.into_values() {
+                on_row(&row);
+            }
+            run
+        }
         TransportArg::Udp => {
             let socket =
                 shell::bind_udp(args.bind).map_err(|e| format!("bind {}: {e}", args.bind))?;

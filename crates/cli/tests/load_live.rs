@@ -164,6 +164,37 @@ fn uac_against_uas_directly() {
     assert!(setup["p99_ms"].as_f64().unwrap() < 100.0, "{setup}");
 }
 
+/// `--threads 3`: three sockets and three UACs at a third of the rate each, one summary
+/// (counts and delay histograms added) and per-second rows that add up, delays left empty.
+#[test]
+fn uac_on_three_threads_places_every_call_once_and_reports_them_together() {
+    let (_uas, uas_addr) = start_uas(30);
+    let (summary, rows) = run_uac(uas_addr, 900, 1801, &["--hold", "50ms", "--threads", "3"]);
+    assert_clean(&summary, &rows, 1801);
+    assert!(rows.len() >= 2, "{rows:?}");
+    // pdd_p50_ms is column 19: a quantile of one thread's calls is not the run's.
+    assert!(rows.iter().all(|r| r[19].is_empty()), "{rows:?}");
+}
+
+#[test]
+fn uac_threads_need_udp_and_an_os_chosen_port() {
+    for extra in [
+        &["--threads", "2", "--transport", "tcp"][..],
+        &["--threads", "2", "--bind", "127.0.0.1:5999"][..],
+        &["--threads", "0"][..],
+    ] {
+        let out = Command::new(SLUICE)
+            .args(["load", "uac", "--target", "127.0.0.1:5060", "--rate", "1"])
+            .args(["--duration", "1s"])
+            .args(extra)
+            .output()
+            .expect("run uac");
+        assert!(!out.status.success(), "{extra:?} was accepted");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("--threads"), "{extra:?}: {err}");
+    }
+}
+
 #[test]
 fn uac_counts_503_from_the_uas_as_failures() {
     let (_uas, uas_addr) = spawn_listening(

@@ -303,15 +303,33 @@ pub fn cpu_seconds_in(path: &str) -> Option<f64> {
 /// address is taken from the socket.
 pub fn run_uac(
     socket: std::net::UdpSocket,
+    cfg: UacConfig,
+    stop: &Stop,
+    on_row: impl FnMut(&SecondRow),
+) -> io::Result<Run<UacSummary>> {
+    let (uac, run) = drive_uac(socket, cfg, stop, on_row)?;
+    Ok(Run {
+        summary: uac.summary(),
+        wall_s: run.wall_s,
+        cpu_s: run.cpu_s,
+        socket_errors: run.socket_errors,
+        tcp: run.tcp,
+        call_log: run.call_log,
+    })
+}
+
+/// [`run_uac`]'s run, with the UAC itself in place of its summary.
+fn drive_uac(
+    socket: std::net::UdpSocket,
     mut cfg: UacConfig,
     stop: &Stop,
     mut on_row: impl FnMut(&SecondRow),
-) -> io::Result<Run<UacSummary>> {
+) -> io::Result<(Uac, Run<()>)> {
     cfg.local = socket.local_addr()?;
     let rt = runtime()?;
     let cpu0 = thread_cpu_seconds();
     let started = Instant::now();
-    let (summary, io, call_log) = rt.block_on(async {
+    let (uac, io, call_log) = rt.block_on(async {
         let socket = UdpSocket::from_std(socket)?;
         let clock = Clock(Instant::now());
         let mut uac = Uac::new(cfg, Time::ZERO);
@@ -321,15 +339,94 @@ pub fn run_uac(
             }
         })
         .await;
-        Ok::<_, io::Error>((uac.summary(), io, uac.take_call_log(clock)))
+        let call_log = uac.take_call_log(clock);
+        Ok::<_, io::Error>((uac, io, call_log))
     })?;
-    Ok(Run {
+    let run = Run {
         call_log,
-        summary,
+        summary: (),
         wall_s: started.elapsed().as_secs_f64(),
         cpu_s: thread_cpu_seconds().zip(cpu0).map(|(b, a)| b - a),
         socket_errors: io.socket_errors,
         tcp: None,
+    };
+    Ok((uac, run))
+}
+
+/// `cfg` on `threads` threads, each with its own socket on `bind`'s address (an OS-chosen
+/// port each) and its own UAC placing `1/threads` of the calls at `1/threads` of the rate,
+/// so that one generator can use several cores. Each thread's per-second rows go to
+/// `on_row` with the thread's number as they come. The summary is over all of them
+/// ([`Uac::summary_of`]); CPU time is the threads' sum, wall time the longest.
+pub fn run_uac_threads(
+    bind: SocketAddr,
+    cfg: &UacConfig,
+    threads: usize,
+    stop: &Stop,
+    mut on_row: impl FnMut(usize, &SecondRow),
+) -> io::Result<Run<UacSummary>> {
+    let threads = threads.max(1);
+    let parts: Vec<UacConfig> = (0..threads)
+        .map(|i| {
+            let mut c = cfg.clone();
+            for step in &mut c.schedule.steps {
+                step.rate /= threads as f64;
+            }
+            c.max_calls = cfg
+                .max_calls
+                .map(|n| n / threads as u64 + u64::from((i as u64) < n % threads as u64));
+            c.max_in_progress = (cfg.max_in_progress / threads).max(1);
+            c.seed = cfg.seed.wrapping_add(i as u64);
+            // Call-IDs are `<n>-<token>@sluice`: a token per thread keeps them apart.
+            c.run_token = cfg.run_token.wrapping_add(i as u64);
+            c
+        })
+        .collect();
+    let sockets = (0..threads)
+        .map(|_| bind_udp(SocketAddr::new(bind.ip(), 0)))
+        .collect::<io::Result<Vec<_>>>()?;
+    let (rows_tx, rows_rx) = std::sync::mpsc::channel::<(usize, SecondRow)>();
+    let results = std::thread::scope(|scope| {
+        let handles: Vec<_> = parts
+            .into_iter()
+            .zip(sockets)
+            .enumerate()
+            .map(|(i, (c, socket))| {
+                let rows = rows_tx.clone();
+                scope.spawn(move || {
+                    drive_uac(socket, c, stop, |row| {
+                        let _ = rows.send((i, *row));
+                    })
+                })
+            })
+            .collect();
+        drop(rows_tx);
+        for (i, row) in rows_rx {
+            on_row(i, &row);
+        }
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err(io::Error::other("a UAC thread panicked")))
+            })
+            .collect::<io::Result<Vec<_>>>()
+    })?;
+    let (uacs, runs): (Vec<Uac>, Vec<Run<()>>) = results.into_iter().unzip();
+    let mut call_log = CallLog::default();
+    for r in &runs {
+        call_log
+            .answered
+            .extend(r.call_log.answered.iter().cloned());
+        call_log.acks.extend(r.call_log.acks.iter().cloned());
+    }
+    Ok(Run {
+        summary: Uac::summary_of(&uacs),
+        wall_s: runs.iter().map(|r| r.wall_s).fold(0.0, f64::max),
+        cpu_s: runs.iter().map(|r| r.cpu_s).sum(),
+        socket_errors: runs.iter().map(|r| r.socket_errors).sum(),
+        tcp: None,
+        call_log,
     })
 }
 

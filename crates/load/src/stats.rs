@@ -266,6 +266,15 @@ pub struct SecondRow {
 }
 
 impl SecondRow {
+    /// Adds another generator thread's row for the same second. Delay quantiles do not
+    /// add, so the merged row has none (the run's summary has them over every call).
+    pub fn absorb(&mut self, other: &SecondRow) {
+        self.counts.accumulate(&other.counts);
+        self.in_progress += other.in_progress;
+        self.pdd_p50_ms = None;
+        self.pdd_p99_ms = None;
+    }
+
     pub const CSV_HEADER: &'static str =
         "time_s,offered,successful,failed,failed_503,failed_timeout,\
 failed_other,failed_transport,failed_slow_setup,failed_bye,refused,completed,retrans_sent,\

@@ -29,7 +29,7 @@ use sluice_time::Time;
 use sluice_txn::{ClientTxId, Event, Origin, Peer, Received, TransactionLayer, Transport, TxId};
 
 use crate::rate::{Arrivals, Schedule, Spacing};
-use crate::stats::{Counts, DelaySummary, Delays, Kind, SecondRow};
+use crate::stats::{Counts, DelaySummary, Delays, Failures, Kind, KindCounts, SecondRow};
 use crate::Out;
 
 /// How long a call stays up between ACK and BYE.
@@ -875,46 +875,90 @@ impl Uac {
 
     /// The run so far (complete once [`is_done`](Self::is_done)).
     pub fn summary(&self) -> UacSummary {
-        let mut counts = self.total;
-        counts.accumulate(&self.second);
-        let stats = self.txn.stats();
-        UacSummary {
-            duration_s: self
-                .ended
-                .unwrap_or(self.next_row)
-                .saturating_since(self.start)
-                .as_secs_f64(),
-            offered: counts.offered,
-            successful: counts.successful,
-            successful_with_180: counts.successful_with_180,
-            failed: counts.failed.total(),
-            failures: counts.failed,
-            refused: counts.refused,
-            completed: counts.completed,
-            unfinished: self.calls.len() as u64,
-            admitted_unanswered: self
+        Uac::summary_of(std::slice::from_ref(self))
+    }
+
+    /// One report for several UACs run side by side (`sluice load uac --threads`): counts
+    /// and delay histograms added, the longest run's duration; `peak_in_progress` is the
+    /// sum of each one's peak.
+    pub fn summary_of(parts: &[Uac]) -> UacSummary {
+        let mut counts = Counts::default();
+        let mut pdd_200 = Delays::default();
+        let mut pdd_180 = Delays::default();
+        let mut setup = Delays::default();
+        let mut s = UacSummary {
+            duration_s: 0.0,
+            offered: 0,
+            successful: 0,
+            successful_with_180: 0,
+            failed: 0,
+            failures: Failures::default(),
+            refused: 0,
+            completed: 0,
+            unfinished: 0,
+            admitted_unanswered: 0,
+            retransmissions_sent: 0,
+            retransmissions_received: 0,
+            retransmissions_sent_by_type: KindCounts::default(),
+            retransmissions_received_by_type: KindCounts::default(),
+            pdd_200: pdd_200.summary(),
+            pdd_180: pdd_180.summary(),
+            setup: setup.summary(),
+            peak_in_progress: 0,
+            messages_sent: 0,
+            messages_received: 0,
+            malformed_received: 0,
+            unknown_call_responses: 0,
+            late_provisionals: 0,
+            answered_unrecorded: 0,
+            ended_acks_forgotten_early: 0,
+            transaction_table_refusals: 0,
+            rows_dropped: 0,
+        };
+        for u in parts {
+            counts.accumulate(&u.total);
+            counts.accumulate(&u.second);
+            pdd_200.merge(&u.pdd_200);
+            pdd_180.merge(&u.pdd_180);
+            setup.merge(&u.setup);
+            s.duration_s = s.duration_s.max(
+                u.ended
+                    .unwrap_or(u.next_row)
+                    .saturating_since(u.start)
+                    .as_secs_f64(),
+            );
+            s.unfinished += u.calls.len() as u64;
+            s.admitted_unanswered += u
                 .calls
                 .values()
                 .filter(|c| c.phase == Phase::Inviting && (c.seen_100 || c.seen_180))
-                .count() as u64,
-            retransmissions_sent: counts.retransmissions_sent.total(),
-            retransmissions_received: counts.retransmissions_received.total(),
-            retransmissions_sent_by_type: counts.retransmissions_sent,
-            retransmissions_received_by_type: counts.retransmissions_received,
-            pdd_200: self.pdd_200.summary(),
-            pdd_180: self.pdd_180.summary(),
-            setup: self.setup.summary(),
-            peak_in_progress: self.peak_in_progress,
-            messages_sent: self.messages_sent,
-            messages_received: self.messages_received,
-            malformed_received: self.malformed_received,
-            unknown_call_responses: self.unknown_call_responses,
-            late_provisionals: self.late_provisionals,
-            answered_unrecorded: self.answered_unrecorded,
-            ended_acks_forgotten_early: self.ended_acks.forgotten_early,
-            transaction_table_refusals: stats.refused.table_full,
-            rows_dropped: self.rows_dropped,
+                .count() as u64;
+            s.peak_in_progress += u.peak_in_progress;
+            s.messages_sent += u.messages_sent;
+            s.messages_received += u.messages_received;
+            s.malformed_received += u.malformed_received;
+            s.unknown_call_responses += u.unknown_call_responses;
+            s.late_provisionals += u.late_provisionals;
+            s.answered_unrecorded += u.answered_unrecorded;
+            s.ended_acks_forgotten_early += u.ended_acks.forgotten_early;
+            s.transaction_table_refusals += u.txn.stats().refused.table_full;
+            s.rows_dropped += u.rows_dropped;
         }
+        s.offered = counts.offered;
+        s.successful = counts.successful;
+        s.successful_with_180 = counts.successful_with_180;
+        s.failed = counts.failed.total();
+        s.failures = counts.failed;
+        s.refused = counts.refused;
+        s.completed = counts.completed;
+        s.retransmissions_sent = counts.retransmissions_sent.total();
+        s.retransmissions_received = counts.retransmissions_received.total();
+        s.retransmissions_sent_by_type = counts.retransmissions_sent;
+        s.retransmissions_received_by_type = counts.retransmissions_received;
+        s.pdd_200 = pdd_200.summary();
+        s.pdd_180 = pdd_180.summary();
+        s.setup = setup.summary();
+        s
     }
 }
 
