@@ -47,7 +47,8 @@ enum Command {
     Demo(bench::DemoArgs),
     /// Run the SIP proxy (RFC 3261 transaction-stateful, UDP and TCP) with overload admission.
     Proxy(proxy::ProxyArgs),
-    /// Load generator: `load uac` places calls, `load uas` answers them (UDP, loopback only).
+    /// Load generator: `load uac` places calls, `load uas` answers them (UDP or TCP;
+    /// loopback unless --bind names an address off it).
     Load {
         #[command(subcommand)]
         command: load::LoadCommand,
