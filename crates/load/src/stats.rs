@@ -208,7 +208,7 @@ impl Delays {
     }
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
 pub struct DelaySummary {
     pub count: u64,
     pub p50_ms: Option<f64>,

@@ -29,7 +29,7 @@ use sluice_time::Time;
 use sluice_txn::{ClientTxId, Event, Origin, Peer, Received, TransactionLayer, Transport, TxId};
 
 use crate::rate::{Arrivals, Schedule, Spacing};
-use crate::stats::{Counts, DelaySummary, Delays, Failures, Kind, KindCounts, SecondRow};
+use crate::stats::{Counts, DelaySummary, Delays, Kind, SecondRow};
 use crate::Out;
 
 /// How long a call stays up between ACK and BYE.
@@ -886,35 +886,7 @@ impl Uac {
         let mut pdd_200 = Delays::default();
         let mut pdd_180 = Delays::default();
         let mut setup = Delays::default();
-        let mut s = UacSummary {
-            duration_s: 0.0,
-            offered: 0,
-            successful: 0,
-            successful_with_180: 0,
-            failed: 0,
-            failures: Failures::default(),
-            refused: 0,
-            completed: 0,
-            unfinished: 0,
-            admitted_unanswered: 0,
-            retransmissions_sent: 0,
-            retransmissions_received: 0,
-            retransmissions_sent_by_type: KindCounts::default(),
-            retransmissions_received_by_type: KindCounts::default(),
-            pdd_200: pdd_200.summary(),
-            pdd_180: pdd_180.summary(),
-            setup: setup.summary(),
-            peak_in_progress: 0,
-            messages_sent: 0,
-            messages_received: 0,
-            malformed_received: 0,
-            unknown_call_responses: 0,
-            late_provisionals: 0,
-            answered_unrecorded: 0,
-            ended_acks_forgotten_early: 0,
-            transaction_table_refusals: 0,
-            rows_dropped: 0,
-        };
+        let mut s = UacSummary::default();
         for u in parts {
             counts.accumulate(&u.total);
             counts.accumulate(&u.second);
@@ -979,7 +951,7 @@ fn call_number(msg: &Message) -> Option<u64> {
 }
 
 /// The final report of a UAC run.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct UacSummary {
     pub duration_s: f64,
     pub offered: u64,
