@@ -68,6 +68,7 @@ impl Testbed {
     /// benches running at once rarely share a subnet (`ip` refuses the second namespace
     /// of a process id).
     pub fn create() -> Result<Testbed, String> {
+        remove_orphans();
         let pid = std::process::id();
         let netns = format!("sluice-dut-{pid}");
         // Interface names are at most 15 bytes.
@@ -111,6 +112,35 @@ impl Testbed {
     }
 }
 
+/// A bench stopped by a signal does not drop its testbed: the namespaces of benches whose
+/// process is gone are deleted before a new one is made (and with them their veth pairs).
+fn remove_orphans() {
+    for ns in orphans(&list_namespaces()) {
+        let _ = ip(&["netns", "del", &ns]);
+    }
+}
+
+fn list_namespaces() -> String {
+    Command::new("ip")
+        .args(["netns", "list"])
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+        .unwrap_or_default()
+}
+
+/// The `sluice-dut-<pid>` namespaces in `ip netns list` output whose process has ended.
+fn orphans(listing: &str) -> Vec<String> {
+    listing
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .filter_map(|ns| {
+            let pid = ns.strip_prefix("sluice-dut-")?.parse::<u32>().ok()?;
+            let alive = std::path::Path::new(&format!("/proc/{pid}")).exists();
+            (!alive).then(|| ns.to_owned())
+        })
+        .collect()
+}
+
 impl Drop for Testbed {
     fn drop(&mut self) {
         // Deleting the namespace deletes the peer in it, and with it the bench's end.
@@ -121,7 +151,17 @@ impl Drop for Testbed {
 
 #[cfg(test)]
 mod tests {
-    use super::Hosts;
+    use super::{orphans, Hosts};
+
+    #[test]
+    fn only_the_namespaces_of_ended_benches_are_orphans() {
+        // This process is alive; no process has the largest pid Linux allows plus one.
+        let me = std::process::id();
+        let listing = format!(
+            "sluice-dut-{me} (id: 3)\nsluice-dut-4194305 (id: 4)\nother-4194305\nsluice-dut-x\n"
+        );
+        assert_eq!(orphans(&listing), vec!["sluice-dut-4194305".to_owned()]);
+    }
 
     #[test]
     fn commands_run_in_the_proxys_namespace_only_when_it_has_one() {

@@ -91,11 +91,19 @@ fn namespaces() -> String {
 }
 
 /// `--netns`: the proxy (two UDP threads) in a namespace of its own, reached over a veth
-/// pair from the generator's address; the namespace is gone when the bench ends. Needs
-/// root, as CI runs.
+/// pair from the generator's address; the namespace is gone when the bench ends, and so is
+/// one a bench killed earlier left behind. Needs root, as CI runs.
 #[test]
 fn bench_with_the_proxy_in_its_own_network_namespace() {
+    // A pid above Linux's largest: no process has it.
+    let orphan = "sluice-dut-4194305";
+    let made = Command::new("ip")
+        .args(["netns", "add", orphan])
+        .status()
+        .expect("iproute2's ip (apt-get install iproute2)");
+    assert!(made.success() && namespaces().contains(orphan));
     let (_, json) = bench_with("sluice:2", "netns", &["--netns"]);
+    assert!(!namespaces().contains(orphan), "the orphan is left");
     let steps = json[0]["steps"].as_array().unwrap();
     assert!(steps.iter().all(|s| s["clean"] == true && s["failed"] == 0));
     let command = json[0]["command"].as_str().unwrap();
