@@ -74,6 +74,20 @@ fn bad_configs_are_named_clearly() {
             && err.contains("control.pi.k_pc = -3: allowed 0 or more"),
         "{err}"
     );
+    let queues = dir.join("queues.toml");
+    std::fs::write(
+        &queues,
+        "[tcp]\nwrite_queue_bytes = 1048576\nwrite_queues_total_bytes = 65536\n",
+    )
+    .unwrap();
+    let (code, _, err) = sluice(&["proxy", "--config", queues.to_str().unwrap()]);
+    assert_eq!(code, 1);
+    assert!(
+        err.contains(
+            "tcp.write_queues_total_bytes = 65536: allowed tcp.write_queue_bytes (1048576) or more"
+        ),
+        "{err}"
+    );
     let (code, _, err) = sluice(&["proxy", "--config", "/nonexistent/proxy.toml"]);
     assert_eq!(code, 1);
     assert!(err.contains("cannot read /nonexistent/proxy.toml"), "{err}");
@@ -308,6 +322,8 @@ fn json_log_reports_overload_entered_and_left() {
     }
     let mut rest = String::new();
     std::io::Read::read_to_string(&mut stderr, &mut rest).unwrap();
+    let mut report = String::new();
+    std::io::Read::read_to_string(&mut child.stdout.take().unwrap(), &mut report).unwrap();
     assert!(child.wait().unwrap().success());
     let events: Vec<serde_json::Value> = rest
         .lines()
@@ -322,7 +338,7 @@ fn json_log_reports_overload_entered_and_left() {
                         .as_str()
                         .is_some_and(|m| m.starts_with(prefix))
             })
-            .unwrap_or_else(|| panic!("no '{prefix}' in {rest}"))
+            .unwrap_or_else(|| panic!("no '{prefix}' in {rest}; report {report}"))
     };
     let entered = find("overload entered");
     assert_eq!(entered["level"], "WARN");

@@ -107,6 +107,13 @@ pub struct TcpConfig {
     /// Bytes waiting in user space to be written on one connection; a message that does
     /// not fit is dropped (counted), so a peer that stops reading holds at most this.
     pub write_queue_bytes: usize,
+    /// Bytes waiting in user space on all connections together. Past it, a connection may
+    /// hold only its even share (this over the connections open, at least
+    /// `max_message_size`) and a message beyond is dropped (counted): peers that stop
+    /// reading hold at most about twice this plus a message per connection, not
+    /// `max_connections` times `write_queue_bytes`, and cannot take the room of those
+    /// that read.
+    pub write_queues_total_bytes: usize,
     /// A connection with no traffic either way for this long is closed, seconds.
     pub idle_timeout_s: f64,
     /// A message begun but not completed within this long closes its connection
@@ -147,6 +154,7 @@ impl Default for TcpConfig {
             max_connections: 16_384,
             accepts_per_second: 1_000.0,
             write_queue_bytes: 1 << 20,
+            write_queues_total_bytes: 64 << 20,
             idle_timeout_s: 600.0,
             message_timeout_s: 10.0,
             max_message_size: 65_535,
@@ -236,6 +244,12 @@ impl TcpConfig {
             return Err(format!(
                 "tcp.write_queue_bytes = {}: allowed tcp.max_message_size ({}) or more",
                 self.write_queue_bytes, self.max_message_size
+            ));
+        }
+        if self.write_queues_total_bytes < self.write_queue_bytes {
+            return Err(format!(
+                "tcp.write_queues_total_bytes = {}: allowed tcp.write_queue_bytes ({}) or more",
+                self.write_queues_total_bytes, self.write_queue_bytes
             ));
         }
         Ok(())

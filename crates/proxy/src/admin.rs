@@ -345,7 +345,8 @@ pub(crate) fn tcp_json(t: &crate::tcp::TcpStats) -> serde_json::Value {
         "closed": {"peer": t.closed_peer, "idle": t.closed_idle,
                    "partial_message": t.closed_partial_message,
                    "bad_framing": t.closed_bad_framing},
-        "dropped": {"write_queue_full": t.write_queue_full, "no_connection": t.no_connection},
+        "dropped": {"write_queue_full": t.write_queue_full,
+            "write_queues_total_full": t.write_queues_total_full, "no_connection": t.no_connection},
         "messages_in": t.messages_in,
         "messages_out": t.messages_out,
         "keepalives": t.keepalives,
@@ -483,6 +484,9 @@ fn render_tcp(reg: &mut Registry, t: &crate::tcp::TcpStats) {
     dropped
         .get_or_create(&label("reason", "write_queue_full"))
         .inc_by(t.write_queue_full);
+    dropped
+        .get_or_create(&label("reason", "write_queues_total_full"))
+        .inc_by(t.write_queues_total_full);
     dropped
         .get_or_create(&label("reason", "no_connection"))
         .inc_by(t.no_connection);

@@ -120,6 +120,8 @@ pub struct TcpStats {
     pub closed_bad_framing: u64,
     /// Messages not written: the connection's write queue was full.
     pub write_queue_full: u64,
+    /// Messages dropped because all connections' write queues together were full.
+    pub write_queues_total_full: u64,
     /// Responses whose connection was gone.
     pub no_connection: u64,
     pub messages_in: u64,
@@ -145,6 +147,8 @@ struct Write {
 struct Shared {
     /// Bytes queued in user space, not yet handed to the kernel.
     queued: AtomicUsize,
+    /// The same over all connections (this one's share counted in it).
+    queued_total: Arc<AtomicUsize>,
     /// The stream, once connected: the loop reads its kernel send queue from it.
     stream: OnceLock<Arc<TcpStream>>,
     keepalives: AtomicUsize,
@@ -182,6 +186,8 @@ pub(crate) struct Tcp {
     events_tx: mpsc::UnboundedSender<ConnEvent>,
     accept_tokens: f64,
     accept_refill: Instant,
+    /// Bytes in all connections' write queues.
+    queued_total: Arc<AtomicUsize>,
     pub stats: TcpStats,
 }
 
@@ -242,6 +248,7 @@ impl Tcp {
             events_tx,
             accept_tokens: config.accepts_per_second.max(1.0),
             accept_refill: Instant::now(),
+            queued_total: Arc::default(),
             stats: TcpStats::default(),
         };
         (
@@ -299,11 +306,18 @@ impl Tcp {
         }
         let _ = stream.set_nodelay(true);
         self.stats.accepted += 1;
-        let shared = Arc::new(Shared::default());
+        let shared = self.new_shared();
         let stream = Arc::new(stream);
         let _ = shared.stream.set(stream.clone());
         let id = self.spawn(remote, None, shared, Connect::Ready(stream));
         self.accepted.insert(remote, id);
+    }
+
+    fn new_shared(&self) -> Arc<Shared> {
+        Arc::new(Shared {
+            queued_total: self.queued_total.clone(),
+            ..Shared::default()
+        })
     }
 
     fn spawn(
@@ -362,12 +376,7 @@ impl Tcp {
                     return Err(t.origin);
                 }
                 self.stats.opened += 1;
-                let id = self.spawn(
-                    t.to,
-                    Some(t.lane),
-                    Arc::new(Shared::default()),
-                    Connect::To(t.to),
-                );
+                let id = self.spawn(t.to, Some(t.lane), self.new_shared(), Connect::To(t.to));
                 self.outgoing.insert((t.to, t.lane), id);
                 id
             }
@@ -379,7 +388,17 @@ impl Tcp {
             self.stats.write_queue_full += 1;
             return Err(t.origin);
         }
+        // Past the total, a connection queues only up to its even share of it, and always
+        // one largest message: peers that stop reading cannot take the room of those that
+        // read (whose queues stay short), however many connections they open.
+        let total_limit = self.config.write_queues_total_bytes;
+        let share = (total_limit / self.conns.len().max(1)).max(self.config.max_message_size);
+        if self.queued_total.load(Ordering::Relaxed) + len > total_limit && queued + len > share {
+            self.stats.write_queues_total_full += 1;
+            return Err(t.origin);
+        }
         conn.shared.queued.fetch_add(len, Ordering::Relaxed);
+        self.queued_total.fetch_add(len, Ordering::Relaxed);
         if conn
             .writes
             .send(Write {
@@ -390,6 +409,7 @@ impl Tcp {
             .is_err()
         {
             conn.shared.queued.fetch_sub(len, Ordering::Relaxed);
+            self.queued_total.fetch_sub(len, Ordering::Relaxed);
             return Err(t.origin);
         }
         self.stats.messages_out += 1;
@@ -429,6 +449,9 @@ impl Tcp {
                 core.handle_connection_closed(conn.remote);
             }
             self.stats.keepalives += conn.shared.keepalives.load(Ordering::Relaxed) as u64;
+            // The task has ended: what it did not write leaves the total with it.
+            let unwritten = conn.shared.queued.load(Ordering::Relaxed);
+            self.queued_total.fetch_sub(unwritten, Ordering::Relaxed);
         }
         match reason {
             CloseReason::Peer | CloseReason::Shutdown => self.stats.closed_peer += 1,
@@ -684,8 +707,6 @@ async fn run_connection(
                     .filter(|&n| n > 0)
                     .unwrap_or(MAX_TURN_BYTES);
                 let limit = held.min(MAX_TURN_BYTES);
-                let framer =
-                    framer.get_or_insert_with(|| StreamFramer::new(config.max_message_size));
                 let mut chunk = [0u8; READ_CHUNK];
                 let mut closed = None;
                 let mut read_this_turn = 0usize;
@@ -697,7 +718,11 @@ async fn run_connection(
                             break;
                         }
                         Ok(n) => {
-                            framer.push(&chunk[..n]);
+                            // Made at the first byte, not at the first readiness: a new
+                            // connection is reported readable once without any.
+                            framer
+                                .get_or_insert_with(|| StreamFramer::new(config.max_message_size))
+                                .push(&chunk[..n]);
                             read_this_turn += n;
                             last_activity = tokio::time::Instant::now();
                         }
@@ -737,6 +762,7 @@ async fn run_connection(
                             if *offset == w.payload.len() {
                                 if w.counted {
                                     shared.queued.fetch_sub(w.payload.len(), Ordering::Relaxed);
+                                    shared.queued_total.fetch_sub(w.payload.len(), Ordering::Relaxed);
                                 }
                                 writing = None;
                             }

@@ -111,9 +111,9 @@ impl Watch {
     /// The events since the previous sample; `uptime` is the proxy's time since start.
     pub fn sample(&mut self, uptime: Duration, stats: &CoreStats) -> Vec<WatchEvent> {
         let now = Counts::of(stats);
-        let Some(last) = self.last.replace(now) else {
-            return Vec::new();
-        };
+        // The core's counters start at zero with it: what happened before the first sample
+        // (a burst the other UDP threads took before the main loop's first turn) is news.
+        let last = self.last.replace(now).unwrap_or_default();
         let mut events = Vec::new();
         let turned_away = now.turned_away.saturating_sub(last.turned_away);
         match (&mut self.overload, turned_away) {
@@ -248,10 +248,7 @@ mod tests {
     fn overload_is_entered_on_the_first_refusal_and_left_after_a_quiet_interval() {
         let mut w = Watch::default();
         let mut s = CoreStats::default();
-        assert!(
-            w.sample(secs(1), &s).is_empty(),
-            "the first sample is the baseline"
-        );
+        assert!(w.sample(secs(1), &s).is_empty(), "nothing since the start");
         s.admitted = 100;
         assert!(
             w.sample(secs(2), &s).is_empty(),
@@ -282,6 +279,24 @@ mod tests {
             }]
         );
         assert!(w.sample(secs(6), &s).is_empty());
+    }
+
+    #[test]
+    fn refusals_before_the_first_sample_are_reported_by_it() {
+        let mut w = Watch::default();
+        let s = CoreStats {
+            dropped_queue_full: 180,
+            admitted: 20,
+            ..CoreStats::default()
+        };
+        assert!(matches!(
+            w.sample(secs(1), &s)[..],
+            [WatchEvent::OverloadEntered {
+                turned_away: 180,
+                admitted: 20,
+                ..
+            }]
+        ));
     }
 
     #[test]

@@ -129,9 +129,13 @@ fn the_pi_holds_the_same_goodput_at_three_times_capacity_with_one_thread_or_two(
     let (one, _) = goodput(1);
     let (two, report) = goodput(2);
     assert_eq!(report.udp_threads.len(), 2);
-    assert!(one > 0.8, "one thread: {one:.3}");
+    // Each run's goodput moves by about ±0.05 with how many INVITEs find the queue full
+    // (dropped at no emulated cost) rather than rejected by the PI (at 100 µs each):
+    // measured 0.93-0.998 with one thread, 0.90-0.97 with two, and either may be higher.
+    assert!(one > 0.85, "one thread: {one:.3}");
+    assert!(two > 0.85, "two threads: {two:.3}");
     assert!(
-        (one - two).abs() < 0.08,
+        (one - two).abs() < 0.12,
         "one thread {one:.3}, two threads {two:.3}"
     );
 }
