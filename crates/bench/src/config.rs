@@ -68,6 +68,9 @@ pub struct OverloadConfig {
     pub link_jitter_ms: f64,
     /// UDP threads of every sluice proxy the bench starts (`workers`).
     pub workers: usize,
+    /// Topology: every host (callers, each SE, the RE, callees) in a network namespace of
+    /// its own on one bridge, instead of all on loopback.
+    pub netns: bool,
 }
 
 impl Default for OverloadConfig {
@@ -98,6 +101,7 @@ impl Default for OverloadConfig {
             link_loss: None,
             link_jitter_ms: 0.0,
             workers: 1,
+            netns: false,
         }
     }
 }

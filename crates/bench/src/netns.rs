@@ -1,8 +1,11 @@
-//! A two-host testbed on one machine: the proxy under test in a network namespace of its
-//! own, joined to the bench's namespace (where the generator runs) by a veth pair, so that
-//! calls cross a network device with its own addresses instead of loopback. Built with
-//! iproute2's `ip` (root needed), and torn down when the [`Testbed`] is dropped; only the
-//! addresses of the pair it creates receive traffic.
+//! Testbeds of several hosts on one machine, built with iproute2's `ip` (root needed) and
+//! torn down when dropped; only the namespaces they create receive traffic.
+//! - [`Testbed`]: the proxy under test in a network namespace of its own, joined to the
+//!   bench's namespace (where the generator runs) by a veth pair, so that calls cross a
+//!   network device with its own addresses instead of loopback.
+//! - [`Lan`]: a namespace per host (callers, each proxy, callees), all on one bridge in a
+//!   namespace of its own; the bench's threads enter a host's namespace ([`enter`]) before
+//!   they make its sockets, so one process runs every host.
 
 use std::net::{IpAddr, Ipv4Addr};
 use std::process::Command;
@@ -112,6 +115,98 @@ impl Testbed {
     }
 }
 
+/// Hosts on one Ethernet segment: each host a namespace `sluice-<host>-<pid>` with an
+/// `eth0` at 10.78.0.N/24 (N from 1, in the order given), its veth peer on a bridge in the
+/// namespace `sluice-lan-<pid>`. No device or route is added to the bench's namespace.
+#[derive(Debug)]
+pub struct Lan {
+    /// Every namespace made, the bridge's first: each is deleted on drop.
+    namespaces: Vec<String>,
+    hosts: Vec<(String, Ipv4Addr)>,
+}
+
+impl Lan {
+    pub fn create(hosts: &[&str]) -> Result<Lan, String> {
+        if hosts.len() > 250 {
+            return Err(format!("a LAN of {} hosts: at most 250", hosts.len()));
+        }
+        remove_orphans();
+        let pid = std::process::id();
+        let bridge_ns = format!("sluice-lan-{pid}");
+        ip(&["netns", "add", &bridge_ns])?;
+        let mut lan = Lan {
+            namespaces: vec![bridge_ns.clone()],
+            hosts: Vec::new(),
+        };
+        ip(&["-n", &bridge_ns, "link", "add", "br0", "type", "bridge"])?;
+        ip(&["-n", &bridge_ns, "link", "set", "br0", "up"])?;
+        for (i, host) in hosts.iter().enumerate() {
+            let netns = format!("sluice-{host}-{pid}");
+            ip(&["netns", "add", &netns])?;
+            lan.namespaces.push(netns.clone());
+            let port = format!("h{i}");
+            let addr = Ipv4Addr::new(10, 78, 0, i as u8 + 1);
+            ip(&[
+                "-n", &bridge_ns, "link", "add", &port, "type", "veth", "peer", "name", "eth0",
+                "netns", &netns,
+            ])?;
+            ip(&["-n", &bridge_ns, "link", "set", &port, "master", "br0"])?;
+            ip(&["-n", &bridge_ns, "link", "set", &port, "up"])?;
+            ip(&[
+                "-n",
+                &netns,
+                "addr",
+                "add",
+                &format!("{addr}/24"),
+                "dev",
+                "eth0",
+            ])?;
+            ip(&["-n", &netns, "link", "set", "eth0", "up"])?;
+            ip(&["-n", &netns, "link", "set", "lo", "up"])?;
+            lan.hosts.push((netns, addr));
+        }
+        Ok(lan)
+    }
+
+    /// The namespace and address of the `i`th host given to [`Lan::create`].
+    pub fn host(&self, i: usize) -> Option<(&str, IpAddr)> {
+        self.hosts
+            .get(i)
+            .map(|(ns, addr)| (ns.as_str(), IpAddr::V4(*addr)))
+    }
+}
+
+impl Drop for Lan {
+    fn drop(&mut self) {
+        // Deleting a host's namespace deletes its eth0, and with it the peer on the bridge.
+        for ns in self.namespaces.iter().rev() {
+            let _ = ip(&["netns", "del", ns]);
+        }
+    }
+}
+
+/// Moves the calling thread into the network namespace `netns` (made by `ip netns add`):
+/// the sockets it makes from then on, and the threads it starts, are that namespace's.
+pub fn enter(netns: &str) -> Result<(), String> {
+    let path = format!("/run/netns/{netns}");
+    let file = std::fs::File::open(&path).map_err(|e| format!("{path}: {e}"))?;
+    nix::sched::setns(&file, nix::sched::CloneFlags::CLONE_NEWNET)
+        .map_err(|e| format!("entering the network namespace {netns}: {e}"))
+}
+
+/// Runs `f` with the calling thread in `netns` (if given), then moves it back: what `f`
+/// binds, and the threads it starts, stay in `netns`.
+pub fn within<T>(netns: Option<&str>, f: impl FnOnce() -> Result<T, String>) -> Result<T, String> {
+    let Some(netns) = netns else { return f() };
+    let home = std::fs::File::open("/proc/thread-self/ns/net")
+        .map_err(|e| format!("/proc/thread-self/ns/net: {e}"))?;
+    enter(netns)?;
+    let result = f();
+    nix::sched::setns(&home, nix::sched::CloneFlags::CLONE_NEWNET)
+        .map_err(|e| format!("back from the network namespace {netns}: {e}"))?;
+    result
+}
+
 /// A bench stopped by a signal does not drop its testbed: the namespaces of benches whose
 /// process is gone are deleted before a new one is made (and with them their veth pairs).
 fn remove_orphans() {
@@ -128,13 +223,14 @@ fn list_namespaces() -> String {
         .unwrap_or_default()
 }
 
-/// The `sluice-dut-<pid>` namespaces in `ip netns list` output whose process has ended.
+/// The `sluice-<role>-<pid>` namespaces in `ip netns list` output whose process has ended.
 fn orphans(listing: &str) -> Vec<String> {
     listing
         .lines()
         .filter_map(|l| l.split_whitespace().next())
         .filter_map(|ns| {
-            let pid = ns.strip_prefix("sluice-dut-")?.parse::<u32>().ok()?;
+            let (_, pid) = ns.strip_prefix("sluice-")?.rsplit_once('-')?;
+            let pid = pid.parse::<u32>().ok()?;
             let alive = std::path::Path::new(&format!("/proc/{pid}")).exists();
             (!alive).then(|| ns.to_owned())
         })
@@ -158,9 +254,16 @@ mod tests {
         // This process is alive; no process has the largest pid Linux allows plus one.
         let me = std::process::id();
         let listing = format!(
-            "sluice-dut-{me} (id: 3)\nsluice-dut-4194305 (id: 4)\nother-4194305\nsluice-dut-x\n"
+            "sluice-dut-{me} (id: 3)\nsluice-dut-4194305 (id: 4)\nother-4194305\nsluice-dut-x\n\
+             sluice-se2-4194305\nsluice-se2-{me}\n"
         );
-        assert_eq!(orphans(&listing), vec!["sluice-dut-4194305".to_owned()]);
+        assert_eq!(
+            orphans(&listing),
+            vec![
+                "sluice-dut-4194305".to_owned(),
+                "sluice-se2-4194305".to_owned()
+            ]
+        );
     }
 
     #[test]

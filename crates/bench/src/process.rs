@@ -371,7 +371,14 @@ pub enum UasSocket {
 impl UasSocket {
     /// A fresh loopback port, over UDP, or over TCP with connections as `tcp` says.
     pub fn bind(tcp: Option<&shell::tcp::TcpConfig>) -> Result<UasSocket, String> {
-        let any = SocketAddr::from(([127, 0, 0, 1], 0));
+        UasSocket::bind_on(SocketAddr::from(([127, 0, 0, 1], 0)), tcp)
+    }
+
+    /// [`UasSocket::bind`] on a given address.
+    pub fn bind_on(
+        any: SocketAddr,
+        tcp: Option<&shell::tcp::TcpConfig>,
+    ) -> Result<UasSocket, String> {
         let socket = match tcp {
             Some(t) => shell::tcp::bind_tcp_with_buffers(any, t.send_buffer, t.receive_buffer)
                 .map(UasSocket::Tcp),

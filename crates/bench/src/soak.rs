@@ -439,7 +439,7 @@ fn run(
             (configs, vec![listen], Spacing::Constant, None)
         }
         Setup::Hop(v) => {
-            let w = Wiring::new(v, args.ses, uas.addr, 0.0, budget)?;
+            let w = Wiring::new(v, args.ses, uas.addr, 0.0, budget, None)?;
             if w.relays.is_some() {
                 w.stop();
                 return Err(format!("{}: the soak runs without link relays", v.label));

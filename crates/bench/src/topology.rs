@@ -118,6 +118,7 @@ use sluice_sim::{ArrivalProcess, RunReport, Scenario, SourceConfig};
 use crate::config::{Caller, OverloadConfig, ALL_VARIANTS};
 use crate::console::{say, Console};
 use crate::dynamic::{self, Dynamic};
+use crate::netns::{self, Lan};
 use crate::output::{write_outputs, write_sweep_page, written_line};
 use crate::parallel::simulate_in_order;
 use crate::point::{max_opt, ms, PointResult, Timing};
@@ -561,6 +562,48 @@ pub(crate) struct Wiring {
     pub(crate) relays: Option<RelayThread>,
 }
 
+/// The hosts of a hop-by-hop bench on a [`Lan`] (`--netns`): the callees, the RE, each
+/// SE and the callers, each with its own address; every proxy on the SIP port.
+#[derive(Debug)]
+pub(crate) struct HopHosts {
+    lan: Lan,
+    ses: usize,
+}
+
+impl HopHosts {
+    pub(crate) fn create(ses: usize) -> Result<HopHosts, String> {
+        let mut names = vec!["callees".to_owned(), "re".to_owned()];
+        names.extend((1..=ses).map(|i| format!("se{i}")));
+        names.push("callers".to_owned());
+        let names: Vec<&str> = names.iter().map(String::as_str).collect();
+        Ok(HopHosts {
+            lan: Lan::create(&names)?,
+            ses,
+        })
+    }
+
+    fn host(&self, i: usize) -> (&str, std::net::IpAddr) {
+        self.lan.host(i).expect("made with the LAN")
+    }
+
+    pub(crate) fn callees(&self) -> (&str, std::net::IpAddr) {
+        self.host(0)
+    }
+
+    fn re(&self) -> (&str, std::net::IpAddr) {
+        self.host(1)
+    }
+
+    fn se(&self, i: usize) -> (&str, std::net::IpAddr) {
+        assert!(i < self.ses, "SE {i} of {}", self.ses);
+        self.host(2 + i)
+    }
+
+    pub(crate) fn callers(&self) -> (&str, std::net::IpAddr) {
+        self.host(2 + self.ses)
+    }
+}
+
 impl Wiring {
     pub(crate) fn new(
         v: &HopVariant,
@@ -568,7 +611,32 @@ impl Wiring {
         uas: SocketAddr,
         jitter_ms: f64,
         budget: f64,
+        hosts: Option<&HopHosts>,
     ) -> Result<Wiring, String> {
+        let links = link_impairments(&v.scenario, jitter_ms)?;
+        if let Some(hosts) = hosts {
+            if links.is_some() {
+                return Err(
+                    "--netns takes links without impairments: the relays that impair them \
+                     run on loopback"
+                        .into(),
+                );
+            }
+            let sip = |ip| SocketAddr::new(ip, 5060);
+            let re = sip(hosts.re().1);
+            let ses: Vec<SocketAddr> = (0..sources).map(|i| sip(hosts.se(i).1)).collect();
+            return Ok(Wiring {
+                re,
+                uas_front: uas,
+                re_front: re,
+                re_advertise: None,
+                ses_seen: ses.clone(),
+                ses_advertise: vec![None; sources],
+                ses_front: ses.clone(),
+                ses,
+                relays: None,
+            });
+        }
         // The RE must know the SEs' addresses, and with links the relays the RE's, before
         // they exist: reserve free ports (held together so they differ), release them, and
         // let the proxies bind them.
@@ -580,7 +648,7 @@ impl Wiring {
         drop(reserved);
         let re = addrs.remove(0);
         let ses = addrs;
-        let Some((forward, backward)) = link_impairments(&v.scenario, jitter_ms)? else {
+        let Some((forward, backward)) = links else {
             return Ok(Wiring {
                 re,
                 uas_front: uas,
@@ -698,15 +766,25 @@ fn ua_tcp_config(sc: &Scenario) -> shell::tcp::TcpConfig {
 
 /// Starts the RE (next hop the UAS) and one SE per source (next hop the RE), as `w` wires
 /// them.
-fn start_proxies(v: &HopVariant, w: &Wiring, budget: f64) -> Result<Proxies, String> {
+fn start_proxies(
+    v: &HopVariant,
+    w: &Wiring,
+    budget: f64,
+    hosts: Option<&HopHosts>,
+) -> Result<Proxies, String> {
     let (re_config, se_configs) = proxy_configs(v, w);
-    let (_, re) = start_sluice_on(re_config, w.re, w.uas_front, budget)?;
+    // Each proxy's thread starts in its host's namespace, and makes its sockets there.
+    let (_, re) = netns::within(hosts.map(|h| h.re().0), || {
+        start_sluice_on(re_config, w.re, w.uas_front, budget)
+    })?;
     let mut proxies = Proxies {
         re,
         ses: Vec::new(),
     };
     for (i, (se, &addr)) in se_configs.into_iter().zip(&w.ses).enumerate() {
-        match start_sluice_on(se, addr, w.re_front, budget) {
+        match netns::within(hosts.map(|h| h.se(i).0), || {
+            start_sluice_on(se, addr, w.re_front, budget)
+        }) {
             Ok(running) => proxies.ses.push(running),
             Err(e) => {
                 proxies.stop();
@@ -772,6 +850,14 @@ struct PointExtras {
 }
 
 #[allow(clippy::too_many_lines)] // one point, start to finish, reads best in one piece
+/// Where a point's hosts are and how their links behave.
+#[derive(Clone, Copy, Debug)]
+struct Network<'a> {
+    link_jitter_ms: f64,
+    /// `None`: every host on loopback.
+    hosts: Option<&'a HopHosts>,
+}
+
 fn run_point(
     name: &str,
     v: &HopVariant,
@@ -779,8 +865,12 @@ fn run_point(
     x: f64,
     timing: Timing,
     dynamic: Option<&Dynamic>,
-    link_jitter_ms: f64,
+    network: Network,
 ) -> Result<(PointResult, PointExtras), String> {
+    let Network {
+        link_jitter_ms,
+        hosts,
+    } = network;
     let Timing {
         duration,
         warmup,
@@ -798,9 +888,15 @@ fn run_point(
     let budget = duration + setup_deadline + drain + 30.0;
     let ua_tcp = ua_tcp_config(sc);
     // The RE reaches the callee over TCP when it sends to its next hops over TCP.
-    let uas_socket = UasSocket::bind(sc.re.tcp.to_next_hops.then_some(&ua_tcp))?;
+    let uas_tcp = sc.re.tcp.to_next_hops.then_some(&ua_tcp);
+    let uas_socket = match hosts {
+        Some(h) => netns::within(Some(h.callees().0), || {
+            UasSocket::bind_on(SocketAddr::new(h.callees().1, 0), uas_tcp)
+        })?,
+        None => UasSocket::bind(uas_tcp)?,
+    };
     let uas_addr = uas_socket.local_addr()?;
-    let wiring = Wiring::new(v, shares.len(), uas_addr, link_jitter_ms, budget)?;
+    let wiring = Wiring::new(v, shares.len(), uas_addr, link_jitter_ms, budget, hosts)?;
     let contact = wiring.relays.is_some().then_some(wiring.uas_front);
     let (uas_flag, uas) = match start_uas_on(
         uas_socket,
@@ -816,7 +912,7 @@ fn run_point(
             return Err(e);
         }
     };
-    let proxies = match start_proxies(v, &wiring, budget) {
+    let proxies = match start_proxies(v, &wiring, budget, hosts) {
         Ok(p) => p,
         Err(e) => {
             wiring.stop();
@@ -840,7 +936,13 @@ fn run_point(
             .enumerate()
             .map(|(i, (&target, &share))| {
                 scope.spawn(move || {
-                    let any = SocketAddr::from(([127, 0, 0, 1], 0));
+                    let any = match hosts.map(HopHosts::callers) {
+                        Some((ns, ip)) => {
+                            netns::enter(ns)?;
+                            SocketAddr::new(ip, 0)
+                        }
+                        None => SocketAddr::from(([127, 0, 0, 1], 0)),
+                    };
                     // Over UDP the socket's address; over TCP the connection's, which
                     // `run_uac_tcp` sets.
                     let socket = if callers_tcp {
@@ -1127,6 +1229,29 @@ pub fn bench(args: &OverloadConfig, console: &dyn Console) -> Result<(), String>
             )),
         );
     }
+    let hosts = if args.netns {
+        let ses = plan
+            .variants
+            .iter()
+            .map(|v| v.scenario.sources.len())
+            .max()
+            .unwrap_or(0);
+        let hosts = HopHosts::create(ses)?;
+        say!(
+            console,
+            "hosts, each in its network namespace on one bridge: callees {}, RE {}, SEs {}, callers {}",
+            hosts.callees().1,
+            hosts.re().1,
+            (0..ses)
+                .map(|i| hosts.se(i).1.to_string())
+                .collect::<Vec<_>>()
+                .join(" "),
+            hosts.callers().1
+        );
+        Some(hosts)
+    } else {
+        None
+    };
     let w = label_width(&plan);
     let started = Instant::now();
     say!(
@@ -1146,7 +1271,10 @@ pub fn bench(args: &OverloadConfig, console: &dyn Console) -> Result<(), String>
                 x,
                 timing,
                 plan.dynamic.as_ref(),
-                args.link_jitter_ms,
+                Network {
+                    link_jitter_ms: args.link_jitter_ms,
+                    hosts: hosts.as_ref(),
+                },
             )?;
             crate::point::note_unanswered(&p, console);
             say!(
@@ -1789,14 +1917,14 @@ scenario = { re = { control = { algorithm = "win-disc" } } }
     fn with_links_every_node_names_the_relay_in_front_of_the_next() {
         let mut v = variant_from_spec("win-disc", 300.0, None).unwrap();
         let uas = SocketAddr::from(([127, 0, 0, 1], 5999));
-        let plain = Wiring::new(&v, 2, uas, 0.0, 5.0).unwrap();
+        let plain = Wiring::new(&v, 2, uas, 0.0, 5.0, None).unwrap();
         assert!(plain.relays.is_none());
         assert_eq!((plain.uas_front, plain.re_front), (uas, plain.re));
         assert_eq!(plain.ses_seen, plain.ses);
         assert_eq!(plain.ses_front, plain.ses);
 
         v.scenario.link.delay_ms = 5.0;
-        let w = Wiring::new(&v, 2, uas, 0.0, 5.0).unwrap();
+        let w = Wiring::new(&v, 2, uas, 0.0, 5.0, None).unwrap();
         let relays = w.relays.as_ref().unwrap();
         assert_eq!(relays.relays.len(), 4, "UAS, shared SE-RE, one per SE");
         assert_ne!(w.uas_front, uas);

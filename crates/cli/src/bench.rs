@@ -224,6 +224,12 @@ pub struct OverloadArgs {
     /// processor whatever this says).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=1024))]
     pub workers: u64,
+    /// Hop-by-hop runs: callers, each SE, the RE and the callees each in a network
+    /// namespace of its own with its own address, on one bridge (created for the run and
+    /// deleted at its end, root needed), instead of all on loopback. Links without
+    /// impairments only.
+    #[arg(long)]
+    pub netns: bool,
 }
 
 /// The calling side of a point.
@@ -436,6 +442,7 @@ fn overload_config(a: &OverloadArgs) -> Result<OverloadConfig, String> {
         link_loss: a.link_loss,
         link_jitter_ms: millis(a.link_jitter),
         workers: usize::try_from(a.workers).unwrap_or(1),
+        netns: a.netns,
     })
 }
 

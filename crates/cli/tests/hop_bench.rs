@@ -110,6 +110,54 @@ fn win_disc_feedback_holds_goodput_near_capacity_at_four_times_capacity_through_
     let _ = std::fs::remove_dir_all(&out);
 }
 
+/// `--netns`: the same through hosts of their own (callees, RE, two SEs, callers, each a
+/// network namespace on one bridge), deleted when the bench ends. Needs root, as CI runs.
+#[test]
+fn win_disc_holds_goodput_with_every_host_in_its_own_network_namespace() {
+    let (stdout, out) = bench_overload(
+        "netns",
+        &[
+            "--ses",
+            "2",
+            "--variants",
+            "win-disc",
+            "--capacity",
+            "100",
+            "--loads",
+            "4",
+            "--duration",
+            "12s",
+            "--warmup",
+            "5s",
+            "--netns",
+        ],
+    );
+    assert!(
+        stdout.contains(
+            "callees 10.78.0.1, RE 10.78.0.2, SEs 10.78.0.3 10.78.0.4, callers 10.78.0.5"
+        ),
+        "{stdout}"
+    );
+    let summary = std::fs::read_to_string(out.join("summary.csv")).unwrap();
+    let mut lines = summary.lines();
+    let header: Vec<&str> = lines.next().unwrap().split(',').collect();
+    let row: Vec<&str> = lines.next().unwrap().split(',').collect();
+    let col = |name: &str| -> f64 {
+        row[header.iter().position(|h| *h == name).unwrap()]
+            .parse()
+            .unwrap()
+    };
+    assert!(col("goodput") > 0.75 && col("goodput") < 1.1, "{stdout}");
+    assert!(col("reject_ratio") > 0.5, "{stdout}");
+    let listing = Command::new("ip")
+        .args(["netns", "list"])
+        .output()
+        .expect("iproute2's ip (apt-get install iproute2)");
+    let listing = String::from_utf8_lossy(&listing.stdout);
+    assert!(!listing.contains("sluice-lan-"), "left behind: {listing}");
+    let _ = std::fs::remove_dir_all(&out);
+}
+
 /// The fuzzy window live: the RE reports its occupancy (`oc-algo="sluiceload"`), each SE
 /// sets its window of INVITEs in transit from it and rejects the excess, and the two SEs
 /// get about equal shares.
