@@ -20,11 +20,12 @@ use crate::signals::Sampler;
 use crate::tcp::{Tcp, TcpStats};
 use crate::udp_port::{self, lock, Clock, UdpPort, WorkerLinks, RECV_BATCH};
 use crate::watch::{log_event, Watch};
-use sluice_proxy_core::{CoreStats, ProxyConfig, ProxyCore, Transmit};
+use sluice_proxy_core::{CoreStats, ProxyConfig, ProxyCore};
 
-/// TCP transmits the UDP threads may hand the main loop before it takes them; beyond, they
-/// fail as a full connection's would.
+/// TCP transmits the UDP threads may hand the main loop before it takes them, in messages
+/// and in bytes; beyond, they fail as a full connection's would.
 const WORKER_TCP_QUEUE: usize = 4096;
+const WORKER_TCP_QUEUE_BYTES: usize = 4 << 20;
 /// How often the log is told what the control loop did.
 const WATCH_INTERVAL: Duration = Duration::from_secs(1);
 
@@ -299,7 +300,8 @@ impl Proxy {
 
         // The other UDP threads, each on its own runtime.
         let (stop_workers, workers_stop) = watch::channel(false);
-        let (worker_tcp_tx, mut worker_tcp) = mpsc::channel::<Transmit>(WORKER_TCP_QUEUE);
+        let (worker_tcp_tx, mut worker_tcp) =
+            udp_port::TcpHandoff::new(WORKER_TCP_QUEUE, WORKER_TCP_QUEUE_BYTES);
         let links = WorkerLinks {
             core: shared.clone(),
             clock,
@@ -328,7 +330,7 @@ impl Proxy {
                             UdpPort::new(UdpSocket::from_std(socket)?, i + 1, read_by_thread);
                         udp_port::run_worker(port, links).await
                     })?;
-                    Ok(udp_port::thread_cpu_seconds())
+                    Ok(sluice_sys::thread_cpu_seconds().unwrap_or(0.0))
                 })?;
             worker_threads.push(thread);
         }
@@ -502,7 +504,7 @@ impl Proxy {
                         if let Err(origin) = tcp.send(t) {
                             core.handle_send_error(now(), origin);
                         }
-                        next = worker_tcp.try_recv().ok();
+                        next = worker_tcp.try_recv();
                     }
                 }
                 () = links.wake_main.notified() => {}

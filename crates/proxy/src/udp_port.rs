@@ -25,7 +25,7 @@
 use std::collections::VecDeque;
 use std::io;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -282,16 +282,6 @@ pub(crate) fn spread_by_cpu(_socket: &socket2::Socket, _workers: usize) -> io::R
     Ok(())
 }
 
-/// The calling thread's CPU time so far (user and system), seconds; 0 where the system
-/// does not tell.
-pub(crate) fn thread_cpu_seconds() -> f64 {
-    use nix::sys::resource::{getrusage, UsageWho};
-    getrusage(UsageWho::RUSAGE_THREAD).map_or(0.0, |u| {
-        let secs = |t: nix::sys::time::TimeVal| t.tv_sec() as f64 + t.tv_usec() as f64 * 1e-6;
-        secs(u.user_time()) + secs(u.system_time())
-    })
-}
-
 /// What a UDP thread shares with the main loop.
 #[derive(Clone)]
 pub(crate) struct WorkerLinks {
@@ -303,12 +293,69 @@ pub(crate) struct WorkerLinks {
     pub(crate) wake_main: Arc<Notify>,
     /// TCP transmits the core gave a UDP thread, for the main loop, which owns the
     /// connections.
-    pub(crate) tcp: mpsc::Sender<Transmit>,
+    pub(crate) tcp: TcpHandoff,
     pub(crate) stop: watch::Receiver<bool>,
     /// Sum of the threads' dropped sends, read at the end.
     pub(crate) send_drops: Arc<AtomicU64>,
     /// Datagrams read, per UDP thread (the main loop's first).
     pub(crate) read_by_thread: Arc<[AtomicU64]>,
+}
+
+/// The UDP threads' TCP transmits on their way to the main loop, bounded in messages and
+/// in bytes; beyond either, a transmit fails as a full connection's would.
+#[derive(Clone, Debug)]
+pub(crate) struct TcpHandoff {
+    tx: mpsc::Sender<Transmit>,
+    bytes: Arc<AtomicUsize>,
+    max_bytes: usize,
+}
+
+impl TcpHandoff {
+    pub(crate) fn new(messages: usize, max_bytes: usize) -> (TcpHandoff, TcpTaken) {
+        let (tx, rx) = mpsc::channel(messages);
+        let bytes = Arc::new(AtomicUsize::new(0));
+        (
+            TcpHandoff {
+                tx,
+                bytes: bytes.clone(),
+                max_bytes,
+            },
+            TcpTaken { rx, bytes },
+        )
+    }
+
+    pub(crate) fn try_send(&self, t: Transmit) -> Result<(), Transmit> {
+        let len = t.payload.len();
+        if self.bytes.fetch_add(len, Ordering::Relaxed) + len > self.max_bytes {
+            self.bytes.fetch_sub(len, Ordering::Relaxed);
+            return Err(t);
+        }
+        self.tx.try_send(t).map_err(|e| {
+            self.bytes.fetch_sub(len, Ordering::Relaxed);
+            e.into_inner()
+        })
+    }
+}
+
+/// The main loop's end of a [`TcpHandoff`].
+#[derive(Debug)]
+pub(crate) struct TcpTaken {
+    rx: mpsc::Receiver<Transmit>,
+    bytes: Arc<AtomicUsize>,
+}
+
+impl TcpTaken {
+    pub(crate) async fn recv(&mut self) -> Option<Transmit> {
+        let t = self.rx.recv().await?;
+        self.bytes.fetch_sub(t.payload.len(), Ordering::Relaxed);
+        Some(t)
+    }
+
+    pub(crate) fn try_recv(&mut self) -> Option<Transmit> {
+        let t = self.rx.try_recv().ok()?;
+        self.bytes.fetch_sub(t.payload.len(), Ordering::Relaxed);
+        Some(t)
+    }
 }
 
 impl WorkerLinks {
@@ -381,4 +428,38 @@ pub(crate) async fn run_worker(mut port: UdpPort, mut links: WorkerLinks) -> io:
         .send_drops
         .fetch_add(port.send_drops, Ordering::Relaxed);
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::TcpHandoff;
+    use bytes::Bytes;
+    use sluice_proxy_core::{Lane, Transmit, Transport};
+
+    fn transmit(len: usize) -> Transmit {
+        Transmit {
+            to: "127.0.0.1:5060".parse().unwrap(),
+            transport: Transport::Tcp,
+            lane: Lane::Shared,
+            payload: Bytes::from(vec![b'x'; len]),
+            origin: None,
+            retransmission: false,
+        }
+    }
+
+    #[test]
+    fn the_handoff_to_the_main_loop_is_bounded_in_bytes_and_in_messages() {
+        let (tx, mut rx) = TcpHandoff::new(3, 1000);
+        assert!(tx.try_send(transmit(600)).is_ok());
+        // 600 + 500 bytes: over the bound, whatever room the channel has.
+        assert_eq!(tx.try_send(transmit(500)).unwrap_err().payload.len(), 500);
+        assert!(tx.try_send(transmit(200)).is_ok());
+        assert!(tx.try_send(transmit(100)).is_ok());
+        // Three messages: the channel is full, though 100 bytes would fit.
+        assert!(tx.try_send(transmit(100)).is_err());
+        // What the main loop takes frees its bytes.
+        assert_eq!(rx.try_recv().unwrap().payload.len(), 600);
+        assert!(tx.try_send(transmit(500)).is_ok());
+        assert!(tx.try_send(transmit(300)).is_err());
+    }
 }

@@ -1,6 +1,9 @@
-//! Socket queries that neither socket2, nix, rustix nor tokio expose without `unsafe`
-//! (checked: they have no safe wrapper for `SIOCOUTQ` or `SIOCOUTQNSD`). Each function is one `ioctl` on a
-//! descriptor the caller keeps open for the call's duration.
+//! The few Linux queries sluice needs that no maintained crate wraps:
+//! - socket queries that neither socket2, nix, rustix nor tokio expose without `unsafe`
+//!   (checked: they have no safe wrapper for `SIOCOUTQ` or `SIOCOUTQNSD`), each one `ioctl`
+//!   on a descriptor the caller keeps open for the call's duration;
+//! - a thread's CPU time from `/proc` (the proxy's UDP threads and the generator's report
+//!   their own).
 
 use std::io;
 use std::os::fd::AsFd;
@@ -85,4 +88,28 @@ mod tests {
         assert_eq!(unsent_bytes(&sender).unwrap(), 0);
         assert_eq!(unsent_not_sent_bytes(&sender).unwrap(), 0);
     }
+}
+
+/// CPU seconds (user + system) the calling thread has used, from `/proc/thread-self/stat`.
+pub fn thread_cpu_seconds() -> Option<f64> {
+    cpu_seconds_in("/proc/thread-self/stat")
+}
+
+/// Where another thread can read the calling thread's CPU time with [`cpu_seconds_in`].
+pub fn thread_stat_path() -> Option<String> {
+    let stat = std::fs::read_to_string("/proc/thread-self/stat").ok()?;
+    let tid = stat.split(' ').next()?;
+    Some(format!("/proc/self/task/{tid}/stat"))
+}
+
+/// CPU seconds (user + system) from a `/proc/.../stat` file.
+pub fn cpu_seconds_in(path: &str) -> Option<f64> {
+    let stat = std::fs::read_to_string(path).ok()?;
+    // Fields after the parenthesised command name; utime and stime are fields 14 and 15.
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let mut f = rest.split(' ');
+    let utime: u64 = f.nth(11)?.parse().ok()?;
+    let stime: u64 = f.next()?.parse().ok()?;
+    // The kernel reports in USER_HZ ticks, 100 on Linux.
+    Some((utime + stime) as f64 / 100.0)
 }
