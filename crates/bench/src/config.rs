@@ -68,8 +68,8 @@ pub struct OverloadConfig {
     pub link_jitter_ms: f64,
     /// UDP threads of every sluice proxy the bench starts (`workers`).
     pub workers: usize,
-    /// Topology: every host (callers, each SE, the RE, callees) in a network namespace of
-    /// its own on one bridge, instead of all on loopback.
+    /// Every host (callers, the proxy or each SE and the RE, callees) in a network
+    /// namespace of its own on one bridge, instead of all on loopback.
     pub netns: bool,
 }
 

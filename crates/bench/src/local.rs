@@ -45,9 +45,13 @@ use sluice_report::html::Page;
 
 use crate::config::{Caller, OverloadConfig};
 use crate::console::{say, Console};
+use crate::netns::{self, Lan};
 use crate::output::{write_outputs, write_sweep_page, written_line};
 use crate::point::{ms, native_beta, CallerRun, PointResult, Timing};
-use crate::process::{process_tree_cpu, start_command, start_sluice, start_uas, Running};
+use crate::process::{
+    process_tree_cpu, start_command, start_sluice, start_sluice_on, start_uas, start_uas_on,
+    Running, UasSocket,
+};
 use crate::proxy_config::{emulated_capacity, set_costs, OTHERS_FORWARDED, OTHERS_REJECTED};
 use crate::sipp::SippUac;
 
@@ -120,6 +124,14 @@ pub struct Callers<'a> {
     pub caller: Caller,
     /// SIPp's scenario, for `Caller::Sipp` and `Caller::Both`.
     pub sipp_scenario: &'a Path,
+    /// `--netns`: the callees, the proxy and the callers each in a host of this LAN (its
+    /// hosts 0, 1 and 2); `None`: all on loopback.
+    pub hosts: Option<&'a Lan>,
+}
+
+/// The LAN of `--netns` for one proxy: its hosts in the order [`Callers::hosts`] reads.
+pub fn local_lan() -> Result<Lan, String> {
+    Lan::create(&["callees", "proxy", "callers"])
 }
 
 impl Callers<'_> {
@@ -128,6 +140,7 @@ impl Callers<'_> {
         Callers {
             caller: Caller::Sluice,
             sipp_scenario: Path::new(""),
+            hosts: None,
         }
     }
 
@@ -178,7 +191,15 @@ pub fn sweep(
     for v in variants {
         for &x in loads {
             for &caller in callers.each() {
-                for p in run_point(name, v, x, timing, caller, callers.sipp_scenario)? {
+                for p in run_point(
+                    name,
+                    v,
+                    x,
+                    timing,
+                    caller,
+                    callers.sipp_scenario,
+                    callers.hosts,
+                )? {
                     crate::point::note_unanswered(&p, console);
                     say!(
                         console,
@@ -212,6 +233,7 @@ fn run_point(
     timing: Timing,
     caller: Caller,
     sipp_scenario: &Path,
+    hosts: Option<&Lan>,
 ) -> Result<Vec<PointResult>, String> {
     let Timing { duration, hold, .. } = timing;
     let capacity = v.capacity();
@@ -219,12 +241,33 @@ fn run_point(
         return Err(format!("{}: no emulated capacity", v.label));
     }
     let rate = x * capacity;
-    let (uas_addr, uas_flag, uas) = start_uas(duration)?;
+    let host = |i: usize| hosts.and_then(|lan| lan.host(i));
+    let (uas_addr, uas_flag, uas) = match host(0) {
+        Some((ns, ip)) => netns::within(Some(ns), || {
+            let socket = UasSocket::bind_on(SocketAddr::new(ip, 0), None)?;
+            let addr = socket.local_addr()?;
+            let (flag, thread) = start_uas_on(
+                socket,
+                None,
+                duration,
+                &sluice_sim::CallConfig::default(),
+                shell::tcp::TcpConfig::default(),
+                false,
+            )?;
+            Ok((addr, flag, thread))
+        })?,
+        None => start_uas(duration)?,
+    };
     // Calls still in progress after the arrivals get this long; the window is over by then.
     let drain = 2.0;
     let budget = duration + drain + 30.0;
     let started = match &v.target {
-        Target::Sluice(c) => start_sluice((**c).clone(), uas_addr, budget),
+        Target::Sluice(c) => match host(1) {
+            Some((ns, ip)) => netns::within(Some(ns), || {
+                start_sluice_on((**c).clone(), SocketAddr::new(ip, 5060), uas_addr, budget)
+            }),
+            None => start_sluice((**c).clone(), uas_addr, budget),
+        },
         Target::Command { template, .. } => start_command(template, uas_addr, budget),
     };
     let (proxy_addr, running) = match started {
@@ -255,7 +298,7 @@ fn run_point(
         Caller::Sipp => vec![(Caller::Sipp, sipp(rate))],
         Caller::Split => std::thread::scope(|s| {
             let theirs = s.spawn(|| sipp(rate / 2.0));
-            let ours = sluice_uac(proxy_addr, rate / 2.0, timing, drain, x);
+            let ours = sluice_uac(proxy_addr, None, rate / 2.0, timing, drain, x);
             let theirs = theirs
                 .join()
                 .unwrap_or_else(|_| Err("sipp thread panicked".into()));
@@ -263,7 +306,10 @@ fn run_point(
         }),
         Caller::Sluice | Caller::Both => vec![(
             Caller::Sluice,
-            sluice_uac(proxy_addr, rate, timing, drain, x),
+            // The UAC runs on this thread: in the callers' namespace for the run.
+            netns::within(host(2).map(|h| h.0), || {
+                sluice_uac(proxy_addr, host(2).map(|h| h.1), rate, timing, drain, x)
+            }),
         )],
     };
     let cpu = match &running {
@@ -405,6 +451,7 @@ fn point_result(
 /// `sluice load uac` at `rate` through `target` for one point, as a [`CallerRun`].
 fn sluice_uac(
     target: SocketAddr,
+    local_ip: Option<std::net::IpAddr>,
     rate: f64,
     timing: Timing,
     drain: f64,
@@ -415,8 +462,8 @@ fn sluice_uac(
         warmup,
         hold,
     } = timing;
-    let socket =
-        shell::bind_udp(SocketAddr::from(([127, 0, 0, 1], 0))).map_err(|e| e.to_string())?;
+    let local_ip = local_ip.unwrap_or(std::net::Ipv4Addr::LOCALHOST.into());
+    let socket = shell::bind_udp(SocketAddr::new(local_ip, 0)).map_err(|e| e.to_string())?;
     let local = socket.local_addr().map_err(|e| e.to_string())?;
     let mut cfg = UacConfig::new(local, target, rate);
     cfg.duration = Some(Duration::from_secs_f64(duration));
@@ -572,9 +619,27 @@ pub fn bench(args: &OverloadConfig, console: &dyn Console) -> Result<(), String>
         warmup,
         hold: args.hold,
     };
+    if args.netns && (args.generator != Caller::Sluice || !args.proxy_cmd.is_empty()) {
+        return Err(
+            "--netns runs sluice's UAC and proxies only (no --generator sipp, no --proxy-cmd)"
+                .into(),
+        );
+    }
+    let lan = args.netns.then(local_lan).transpose()?;
+    if let Some(lan) = &lan {
+        let ip = |i| lan.host(i).map_or(String::new(), |h| h.1.to_string());
+        say!(
+            console,
+            "hosts, each in its network namespace on one bridge: callees {}, proxy {}, callers {}",
+            ip(0),
+            ip(1),
+            ip(2)
+        );
+    }
     let callers = Callers {
         caller: args.generator,
         sipp_scenario: &args.sipp_scenario,
+        hosts: lan.as_ref(),
     };
     let points = sweep(&name, &variants, &loads, timing, callers, console)?;
     report_beta(&points, beta, console);

@@ -10,8 +10,6 @@ pub fn bench_overload(args: &OverloadConfig, console: &dyn Console) -> Result<()
     } else if args.link_delay_ms.is_some() || args.link_loss.is_some() || args.link_jitter_ms > 0.0
     {
         Err("link impairment (--link-*) puts relays on the hops of the hop-by-hop topology: add --ses N or hop-by-hop variants".into())
-    } else if args.netns {
-        Err("--netns gives each host of the hop-by-hop topology its own namespace: add --ses N or hop-by-hop variants (one proxy in its own namespace: `sluice bench proxy --netns`)".into())
     } else {
         crate::local::bench(args, console)
     }

@@ -224,10 +224,10 @@ pub struct OverloadArgs {
     /// processor whatever this says).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=1024))]
     pub workers: u64,
-    /// Hop-by-hop runs: callers, each SE, the RE and the callees each in a network
-    /// namespace of its own with its own address, on one bridge (created for the run and
-    /// deleted at its end, root needed), instead of all on loopback. Links without
-    /// impairments only.
+    /// The callers, the proxy (hop-by-hop: each SE and the RE) and the callees each in a
+    /// network namespace of its own with its own address, on one bridge (created for the
+    /// run and deleted at its end, root needed), instead of all on loopback. sluice's UAC
+    /// and proxies only; links without impairments.
     #[arg(long)]
     pub netns: bool,
 }

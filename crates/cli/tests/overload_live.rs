@@ -96,6 +96,53 @@ fn at_four_times_capacity_pi_holds_goodput_where_no_control_collapses() {
     let _ = std::fs::remove_dir_all(&out);
 }
 
+/// `--netns`: the callers, the proxy and the callees on their own addresses, a network
+/// namespace each; the PI holds g_opt as on loopback. Needs root, as CI runs.
+#[test]
+fn pi_holds_goodput_with_callers_proxy_and_callees_in_their_own_network_namespaces() {
+    let out = temp_dir("overload-netns");
+    let run = Command::new(SLUICE)
+        .args([
+            "bench",
+            "overload",
+            "--variants",
+            "pi",
+            "--loads",
+            "4",
+            "--duration",
+            "6s",
+            "--warmup",
+            "2s",
+            "--beta",
+            "8",
+            "--netns",
+            "--out",
+        ])
+        .arg(&out)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    assert!(
+        run.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    assert!(
+        stdout.contains("callees 10.78.0.1, proxy 10.78.0.2, callers 10.78.0.3"),
+        "{stdout}"
+    );
+    let pi = column(&out, "goodput")[0].2;
+    // g_opt(4) with beta 8 is 0.46.
+    assert!(pi > 0.3 && pi < 0.6, "pi {pi}\n{stdout}");
+    let listing = Command::new("ip")
+        .args(["netns", "list"])
+        .output()
+        .expect("iproute2's ip (apt-get install iproute2)");
+    let listing = String::from_utf8_lossy(&listing.stdout);
+    assert!(!listing.contains("sluice-proxy-"), "left behind: {listing}");
+    let _ = std::fs::remove_dir_all(&out);
+}
+
 #[test]
 fn demo_prints_its_table_and_writes_the_plot() {
     let out = temp_dir("demo");
