@@ -623,19 +623,8 @@ impl Wiring {
                 );
             }
             let sip = |ip| SocketAddr::new(ip, 5060);
-            let re = sip(hosts.re().1);
-            let ses: Vec<SocketAddr> = (0..sources).map(|i| sip(hosts.se(i).1)).collect();
-            return Ok(Wiring {
-                re,
-                uas_front: uas,
-                re_front: re,
-                re_advertise: None,
-                ses_seen: ses.clone(),
-                ses_advertise: vec![None; sources],
-                ses_front: ses.clone(),
-                ses,
-                relays: None,
-            });
+            let ses = (0..sources).map(|i| sip(hosts.se(i).1)).collect();
+            return Ok(Wiring::direct(sip(hosts.re().1), ses, uas));
         }
         // The RE must know the SEs' addresses, and with links the relays the RE's, before
         // they exist: reserve free ports (held together so they differ), release them, and
@@ -649,17 +638,7 @@ impl Wiring {
         let re = addrs.remove(0);
         let ses = addrs;
         let Some((forward, backward)) = links else {
-            return Ok(Wiring {
-                re,
-                uas_front: uas,
-                re_front: re,
-                re_advertise: None,
-                ses_seen: ses.clone(),
-                ses_advertise: vec![None; sources],
-                ses_front: ses.clone(),
-                ses,
-                relays: None,
-            });
+            return Ok(Wiring::direct(re, ses, uas));
         };
         let relay = |hop: u64, upstream: SocketAddr, clients: Vec<SocketAddr>| {
             let seed = |c: &ImpairConfig| ImpairConfig {
@@ -696,6 +675,21 @@ impl Wiring {
             ses,
             relays: Some(relays),
         })
+    }
+
+    /// Every hop straight to the next, no relay between.
+    fn direct(re: SocketAddr, ses: Vec<SocketAddr>, uas: SocketAddr) -> Wiring {
+        Wiring {
+            re,
+            uas_front: uas,
+            re_front: re,
+            re_advertise: None,
+            ses_seen: ses.clone(),
+            ses_advertise: vec![None; ses.len()],
+            ses_front: ses.clone(),
+            ses,
+            relays: None,
+        }
     }
 
     /// Stops the relays; their counters summed.

@@ -34,25 +34,33 @@ fn bench_overload(tag: &str, args: &[&str]) -> (String, PathBuf) {
 /// Runs `variant` through two SEs at 4x a capacity of 100 calls/s; returns its stdout, the
 /// output folder and the summary's column reader.
 fn four_times_capacity_through_two_ses(variant: &str) -> (String, PathBuf, Vec<(String, String)>) {
-    let (stdout, out) = bench_overload(
+    four_times_capacity_through_two_ses_with(variant, variant, &[])
+}
+
+/// [`four_times_capacity_through_two_ses`] with `extra` arguments, into the folder of `tag`.
+fn four_times_capacity_through_two_ses_with(
+    tag: &str,
+    variant: &str,
+    extra: &[&str],
+) -> (String, PathBuf, Vec<(String, String)>) {
+    let mut args = vec![
+        "--ses",
+        "2",
+        "--variants",
         variant,
-        &[
-            "--ses",
-            "2",
-            "--variants",
-            variant,
-            "--capacity",
-            "100",
-            "--loads",
-            "4",
-            // Long enough that the window starts after win-disc's start-up transient: with
-            // 6 s and 2 s of warm-up a debug build under load measured 0.70 once.
-            "--duration",
-            "12s",
-            "--warmup",
-            "5s",
-        ],
-    );
+        "--capacity",
+        "100",
+        "--loads",
+        "4",
+        // Long enough that the window starts after win-disc's start-up transient: with
+        // 6 s and 2 s of warm-up a debug build under load measured 0.70 once.
+        "--duration",
+        "12s",
+        "--warmup",
+        "5s",
+    ];
+    args.extend_from_slice(extra);
+    let (stdout, out) = bench_overload(tag, &args);
     assert!(
         stdout.contains("2 UACs -> 2 SEs -> RE at 100.0 calls/s"),
         "{stdout}"
@@ -114,41 +122,17 @@ fn win_disc_feedback_holds_goodput_near_capacity_at_four_times_capacity_through_
 /// network namespace on one bridge), deleted when the bench ends. Needs root, as CI runs.
 #[test]
 fn win_disc_holds_goodput_with_every_host_in_its_own_network_namespace() {
-    let (stdout, out) = bench_overload(
-        "netns",
-        &[
-            "--ses",
-            "2",
-            "--variants",
-            "win-disc",
-            "--capacity",
-            "100",
-            "--loads",
-            "4",
-            "--duration",
-            "12s",
-            "--warmup",
-            "5s",
-            "--netns",
-        ],
-    );
+    let (stdout, out, columns) =
+        four_times_capacity_through_two_ses_with("netns", "win-disc", &["--netns"]);
     assert!(
         stdout.contains(
             "callees 10.78.0.1, RE 10.78.0.2, SEs 10.78.0.3 10.78.0.4, callers 10.78.0.5"
         ),
         "{stdout}"
     );
-    let summary = std::fs::read_to_string(out.join("summary.csv")).unwrap();
-    let mut lines = summary.lines();
-    let header: Vec<&str> = lines.next().unwrap().split(',').collect();
-    let row: Vec<&str> = lines.next().unwrap().split(',').collect();
-    let col = |name: &str| -> f64 {
-        row[header.iter().position(|h| *h == name).unwrap()]
-            .parse()
-            .unwrap()
-    };
-    assert!(col("goodput") > 0.75 && col("goodput") < 1.1, "{stdout}");
-    assert!(col("reject_ratio") > 0.5, "{stdout}");
+    let goodput = column(&columns, "goodput");
+    assert!(goodput > 0.75 && goodput < 1.1, "{stdout}");
+    assert!(column(&columns, "reject_ratio") > 0.5, "{stdout}");
     let listing = Command::new("ip")
         .args(["netns", "list"])
         .output()

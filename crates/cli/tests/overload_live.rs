@@ -39,34 +39,30 @@ fn column(dir: &Path, name: &str) -> Vec<(String, f64, f64)> {
         .collect()
 }
 
-#[test]
-fn at_four_times_capacity_pi_holds_goodput_where_no_control_collapses() {
-    let out = temp_dir("overload");
+/// `sluice bench overload` of `variants` at 4x (6 s, β 8) with `extra` arguments, into a
+/// fresh folder named after `tag`: its stdout and the folder, once it has succeeded.
+fn at_four_times_capacity(tag: &str, variants: &str, extra: &[&str]) -> (String, PathBuf) {
+    let out = temp_dir(tag);
     let run = Command::new(SLUICE)
-        .args([
-            "bench",
-            "overload",
-            "--variants",
-            "none:fifo,pi",
-            "--loads",
-            "4",
-            "--duration",
-            "6s",
-            "--warmup",
-            "2s",
-            "--beta",
-            "8",
-            "--out",
-        ])
+        .args(["bench", "overload", "--variants", variants, "--loads", "4"])
+        .args(["--duration", "6s", "--warmup", "2s", "--beta", "8"])
+        .args(extra)
+        .arg("--out")
         .arg(&out)
         .output()
         .unwrap();
-    let stdout = String::from_utf8_lossy(&run.stdout);
+    let stdout = String::from_utf8_lossy(&run.stdout).into_owned();
     assert!(
         run.status.success(),
         "{stdout}\n{}",
         String::from_utf8_lossy(&run.stderr)
     );
+    (stdout, out)
+}
+
+#[test]
+fn at_four_times_capacity_pi_holds_goodput_where_no_control_collapses() {
+    let (stdout, out) = at_four_times_capacity("overload", "none:fifo,pi", &[]);
     // The same columns as `sluice sim`, in its order, then live-only ones.
     let text = std::fs::read_to_string(out.join("summary.csv")).unwrap();
     assert!(text.starts_with(
@@ -100,33 +96,7 @@ fn at_four_times_capacity_pi_holds_goodput_where_no_control_collapses() {
 /// namespace each; the PI holds g_opt as on loopback. Needs root, as CI runs.
 #[test]
 fn pi_holds_goodput_with_callers_proxy_and_callees_in_their_own_network_namespaces() {
-    let out = temp_dir("overload-netns");
-    let run = Command::new(SLUICE)
-        .args([
-            "bench",
-            "overload",
-            "--variants",
-            "pi",
-            "--loads",
-            "4",
-            "--duration",
-            "6s",
-            "--warmup",
-            "2s",
-            "--beta",
-            "8",
-            "--netns",
-            "--out",
-        ])
-        .arg(&out)
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&run.stdout);
-    assert!(
-        run.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&run.stderr)
-    );
+    let (stdout, out) = at_four_times_capacity("overload-netns", "pi", &["--netns"]);
     assert!(
         stdout.contains("callees 10.78.0.1, proxy 10.78.0.2, callers 10.78.0.3"),
         "{stdout}"
