@@ -45,6 +45,30 @@ pub fn unsent_not_sent_bytes(socket: &impl AsFd) -> io::Result<usize> {
     Ok(usize::try_from(unsent).unwrap_or(0))
 }
 
+/// CPU seconds (user + system) the calling thread has used, from `/proc/thread-self/stat`.
+pub fn thread_cpu_seconds() -> Option<f64> {
+    cpu_seconds_in("/proc/thread-self/stat")
+}
+
+/// Where another thread can read the calling thread's CPU time with [`cpu_seconds_in`].
+pub fn thread_stat_path() -> Option<String> {
+    let stat = std::fs::read_to_string("/proc/thread-self/stat").ok()?;
+    let tid = stat.split(' ').next()?;
+    Some(format!("/proc/self/task/{tid}/stat"))
+}
+
+/// CPU seconds (user + system) from a `/proc/.../stat` file.
+pub fn cpu_seconds_in(path: &str) -> Option<f64> {
+    let stat = std::fs::read_to_string(path).ok()?;
+    // Fields after the parenthesised command name; utime and stime are fields 14 and 15.
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let mut f = rest.split(' ');
+    let utime: u64 = f.nth(11)?.parse().ok()?;
+    let stime: u64 = f.next()?.parse().ok()?;
+    // The kernel reports in USER_HZ ticks, 100 on Linux.
+    Some((utime + stime) as f64 / 100.0)
+}
+
 #[cfg(test)]
 mod tests {
     use std::io::{Read, Write};
@@ -88,28 +112,4 @@ mod tests {
         assert_eq!(unsent_bytes(&sender).unwrap(), 0);
         assert_eq!(unsent_not_sent_bytes(&sender).unwrap(), 0);
     }
-}
-
-/// CPU seconds (user + system) the calling thread has used, from `/proc/thread-self/stat`.
-pub fn thread_cpu_seconds() -> Option<f64> {
-    cpu_seconds_in("/proc/thread-self/stat")
-}
-
-/// Where another thread can read the calling thread's CPU time with [`cpu_seconds_in`].
-pub fn thread_stat_path() -> Option<String> {
-    let stat = std::fs::read_to_string("/proc/thread-self/stat").ok()?;
-    let tid = stat.split(' ').next()?;
-    Some(format!("/proc/self/task/{tid}/stat"))
-}
-
-/// CPU seconds (user + system) from a `/proc/.../stat` file.
-pub fn cpu_seconds_in(path: &str) -> Option<f64> {
-    let stat = std::fs::read_to_string(path).ok()?;
-    // Fields after the parenthesised command name; utime and stime are fields 14 and 15.
-    let rest = &stat[stat.rfind(')')? + 2..];
-    let mut f = rest.split(' ');
-    let utime: u64 = f.nth(11)?.parse().ok()?;
-    let stime: u64 = f.next()?.parse().ok()?;
-    // The kernel reports in USER_HZ ticks, 100 on Linux.
-    Some((utime + stime) as f64 / 100.0)
 }
