@@ -49,8 +49,8 @@ use crate::netns::{self, Lan};
 use crate::output::{write_outputs, write_sweep_page, written_line};
 use crate::point::{ms, native_beta, CallerRun, PointResult, Timing};
 use crate::process::{
-    process_tree_cpu, start_command, start_sluice, start_sluice_on, start_uas, start_uas_on,
-    Running, UasSocket,
+    process_tree_cpu, start_command, start_sluice, start_sluice_on, start_uas, start_uas_at,
+    Running,
 };
 use crate::proxy_config::{emulated_capacity, set_costs, OTHERS_FORWARDED, OTHERS_REJECTED};
 use crate::sipp::SippUac;
@@ -243,19 +243,7 @@ fn run_point(
     let rate = x * capacity;
     let host = |i: usize| hosts.and_then(|lan| lan.host(i));
     let (uas_addr, uas_flag, uas) = match host(0) {
-        Some((ns, ip)) => netns::within(Some(ns), || {
-            let socket = UasSocket::bind_on(SocketAddr::new(ip, 0), None)?;
-            let addr = socket.local_addr()?;
-            let (flag, thread) = start_uas_on(
-                socket,
-                None,
-                duration,
-                &sluice_sim::CallConfig::default(),
-                shell::tcp::TcpConfig::default(),
-                false,
-            )?;
-            Ok((addr, flag, thread))
-        })?,
+        Some((ns, ip)) => netns::within(Some(ns), || start_uas_at(ip, duration))?,
         None => start_uas(duration)?,
     };
     // Calls still in progress after the arrivals get this long; the window is over by then.

@@ -347,7 +347,15 @@ pub type UasThread = std::thread::JoinHandle<std::io::Result<shell::Run<sluice_l
 /// The UAS of one point (its counters are the point's): its address, the flag that stops
 /// it, and its thread. It stops by itself 120 s after `duration` in any case.
 pub fn start_uas(duration: f64) -> Result<(SocketAddr, Arc<AtomicBool>, UasThread), String> {
-    let socket = UasSocket::bind(None)?;
+    start_uas_at(std::net::Ipv4Addr::LOCALHOST.into(), duration)
+}
+
+/// [`start_uas`] on a fresh port of `ip`.
+pub fn start_uas_at(
+    ip: std::net::IpAddr,
+    duration: f64,
+) -> Result<(SocketAddr, Arc<AtomicBool>, UasThread), String> {
+    let socket = UasSocket::bind_on(SocketAddr::new(ip, 0), None)?;
     let addr = socket.local_addr()?;
     let (flag, thread) = start_uas_on(
         socket,
