@@ -15,32 +15,12 @@ use sluice_load::UasConfig;
 use sluice_proxy::{Proxy, ProxyConfig, ProxyReport, ShutdownHandle};
 use sluice_sim::CallConfig;
 
-/// A port on 127.0.0.1 free for UDP and TCP alike (free when asked; another process may
-/// take it after): a SIP server listens on both (RFC 3261 §18), and a port the kernel
-/// picked for UDP is often some client's ephemeral TCP port.
+/// A port on 127.0.0.1 free for UDP and TCP alike when asked (see
+/// [`sluice_sys::reserve_sip_ports`] for why it is outside the ephemeral range).
 pub fn free_sip_port() -> Result<u16, String> {
-    Ok(reserve_sip_ports(1)?[0].0)
-}
-
-/// `n` distinct ports on 127.0.0.1, each free for UDP and TCP; each comes with the sockets
-/// holding it, to drop when the ports' users are about to bind them.
-pub fn reserve_sip_ports(
-    n: usize,
-) -> Result<Vec<(u16, std::net::UdpSocket, std::net::TcpListener)>, String> {
-    let mut held = Vec::with_capacity(n);
-    let mut attempts = 0;
-    while held.len() < n {
-        attempts += 1;
-        if attempts > 64 * (n + 1) {
-            return Err("no port on 127.0.0.1 is free for both UDP and TCP".to_owned());
-        }
-        let udp = std::net::UdpSocket::bind("127.0.0.1:0").map_err(|e| e.to_string())?;
-        let port = udp.local_addr().map_err(|e| e.to_string())?.port();
-        if let Ok(tcp) = std::net::TcpListener::bind(("127.0.0.1", port)) {
-            held.push((port, udp, tcp));
-        }
-    }
-    Ok(held)
+    sluice_sys::reserve_sip_ports([127, 0, 0, 1].into(), 1)
+        .map(|held| held[0].port)
+        .map_err(|e| e.to_string())
 }
 
 /// A token for a UAC's Call-IDs and branches that differs from run to run, so a UAS or

@@ -629,10 +629,12 @@ impl Wiring {
         // The RE must know the SEs' addresses, and with links the relays the RE's, before
         // they exist: reserve free ports (held together so they differ), release them, and
         // let the proxies bind them.
-        let reserved = crate::process::reserve_sip_ports(sources + 1)?;
+        let loopback = std::net::IpAddr::from([127, 0, 0, 1]);
+        let reserved =
+            sluice_sys::reserve_sip_ports(loopback, sources + 1).map_err(|e| e.to_string())?;
         let mut addrs: Vec<SocketAddr> = reserved
             .iter()
-            .map(|r| SocketAddr::from(([127, 0, 0, 1], r.0)))
+            .map(|r| SocketAddr::new(loopback, r.port))
             .collect();
         drop(reserved);
         let re = addrs.remove(0);

@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use sluice_bench::local::{sluice_variant, Target};
-use sluice_load::shell::{bind_udp, spawn_loopback_uac, spawn_loopback_uas};
+use sluice_load::shell::{spawn_loopback_uac, spawn_loopback_uas};
 use sluice_load::UacConfig;
 
 #[path = "../../../tests/external_tools.rs"]
@@ -26,10 +26,10 @@ const OFFERED: f64 = 600.0;
 const OFFER_S: u64 = 12;
 
 fn free_tcp() -> SocketAddr {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
+    SocketAddr::from((
+        [127, 0, 0, 1],
+        sluice_bench::process::free_sip_port().unwrap(),
+    ))
 }
 
 fn get(admin: SocketAddr, path: &str) -> String {
@@ -90,10 +90,10 @@ fn the_dashboard_and_metrics_show_the_pi_regulating() {
         unreachable!("a sluice variant")
     };
     let mut config = *config;
-    let proxy_addr = bind_udp("127.0.0.1:0".parse().unwrap())
-        .unwrap()
-        .local_addr()
-        .unwrap();
+    let proxy_addr = SocketAddr::from((
+        [127, 0, 0, 1],
+        sluice_bench::process::free_sip_port().unwrap(),
+    ));
     let admin = free_tcp();
     config.listen = proxy_addr;
     config.next_hop = Some(uas_addr);

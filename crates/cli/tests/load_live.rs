@@ -220,11 +220,7 @@ fn uac_counts_503_from_the_uas_as_failures() {
 }
 
 fn free_udp_port() -> u16 {
-    std::net::UdpSocket::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    sluice_bench::process::free_sip_port().unwrap()
 }
 
 /// Waits until the proxy answers (an OPTIONS relayed to the UAS comes back).

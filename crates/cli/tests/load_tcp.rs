@@ -189,13 +189,7 @@ fn tcp_connections_need_tcp() {
 
 fn free_port() -> u16 {
     // Free for TCP and UDP alike: SIPp binds both.
-    loop {
-        let tcp = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let port = tcp.local_addr().unwrap().port();
-        if std::net::UdpSocket::bind(("127.0.0.1", port)).is_ok() {
-            return port;
-        }
-    }
+    sluice_bench::process::free_sip_port().unwrap()
 }
 
 /// SIPp with a built-in scenario over TCP, writing its statistics into `dir`.

@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use sluice_load::shell::{bind_udp, spawn_loopback_uac, spawn_loopback_uas};
+use sluice_load::shell::{spawn_loopback_uac, spawn_loopback_uas};
 use sluice_load::{Hold, UacConfig};
 use sluice_proxy::ProxyConfig;
 
@@ -44,14 +44,14 @@ fn sighup_reroutes_new_calls_and_loses_no_call() {
     let (uas_a, thread_a) = spawn_loopback_uas(stop_uas.clone()).unwrap();
     let (uas_b, thread_b) = spawn_loopback_uas(stop_uas.clone()).unwrap();
 
-    let proxy_addr = bind_udp("127.0.0.1:0".parse().unwrap())
-        .unwrap()
-        .local_addr()
-        .unwrap();
-    let admin = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap();
+    let proxy_addr = SocketAddr::from((
+        [127, 0, 0, 1],
+        sluice_bench::process::free_sip_port().unwrap(),
+    ));
+    let admin = SocketAddr::from((
+        [127, 0, 0, 1],
+        sluice_bench::process::free_sip_port().unwrap(),
+    ));
     let mut config = ProxyConfig {
         listen: proxy_addr,
         next_hop: Some(uas_a),

@@ -38,10 +38,10 @@ fn free_udp() -> SocketAddr {
 }
 
 fn free_tcp() -> SocketAddr {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
+    SocketAddr::from((
+        [127, 0, 0, 1],
+        sluice_bench::process::free_sip_port().unwrap(),
+    ))
 }
 
 /// A `sluice proxy` process on its config file.

@@ -85,11 +85,7 @@ impl ProxyProcess {
 }
 
 fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    sluice_bench::process::free_sip_port().unwrap()
 }
 
 fn scenario(name: &str) -> PathBuf {

@@ -188,9 +188,10 @@ fn a_wildcard_bound_proxy_sent_a_request_for_itself_answers_482_at_once() {
 
 #[test]
 fn two_proxies_that_route_to_each_other_stop_the_loop_at_the_first_return() {
-    let a_socket = std::net::UdpSocket::bind(localhost0()).unwrap();
-    let a_addr = a_socket.local_addr().unwrap();
-    drop(a_socket);
+    let a_addr = std::net::SocketAddr::new(
+        localhost0().ip(),
+        sluice_sys::reserve_sip_ports(localhost0().ip(), 1).unwrap()[0].port,
+    );
     let b = Running::start(config(Some(a_addr)));
     let mut a_cfg = config(Some(b.addr));
     a_cfg.listen = a_addr;

@@ -31,13 +31,10 @@ fn live(rate: f64, control: Option<(&str, OcAlgorithm)>) -> (f64, ProxyReport, P
     let uas_addr = uas.addr;
     // The RE must know the SE's address before the SE exists: reserve a port free for UDP
     // and TCP, as the SE listens on both.
-    let se_addr = loop {
-        let udp = std::net::UdpSocket::bind(localhost0()).unwrap();
-        let at = udp.local_addr().unwrap();
-        if std::net::TcpListener::bind(at).is_ok() {
-            break at;
-        }
-    };
+    let se_addr = std::net::SocketAddr::new(
+        localhost0().ip(),
+        sluice_sys::reserve_sip_ports(localhost0().ip(), 1).unwrap()[0].port,
+    );
     let mut re = ProxyConfig {
         listen: localhost0(),
         next_hop: Some(uas_addr),

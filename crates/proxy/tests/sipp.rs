@@ -19,11 +19,7 @@ const CALLS: u32 = 3000;
 const RATE: u32 = 500;
 
 fn free_udp_port() -> u16 {
-    UdpSocket::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    sluice_sys::reserve_sip_ports([127, 0, 0, 1].into(), 1).unwrap()[0].port
 }
 
 fn scenario(name: &str) -> PathBuf {

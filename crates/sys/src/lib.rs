@@ -3,7 +3,9 @@
 //!   (checked: they have no safe wrapper for `SIOCOUTQ` or `SIOCOUTQNSD`), each one `ioctl`
 //!   on a descriptor the caller keeps open for the call's duration;
 //! - a thread's CPU time from `/proc` (the proxy's UDP threads and the generator's report
-//!   their own).
+//!   their own);
+//! - ports free for UDP and TCP alike outside the kernel's ephemeral range, for test beds
+//!   that must name a SIP port before the server binds it.
 
 use std::io;
 use std::os::fd::AsFd;
@@ -69,12 +71,89 @@ pub fn cpu_seconds_in(path: &str) -> Option<f64> {
     Some((utime + stime) as f64 / 100.0)
 }
 
+/// A port reserved by [`reserve_sip_ports`]: the sockets hold it until they are dropped.
+#[derive(Debug)]
+pub struct ReservedPort {
+    pub port: u16,
+    pub udp: std::net::UdpSocket,
+    pub tcp: std::net::TcpListener,
+}
+
+/// `n` distinct ports on `ip`, each free for UDP and TCP alike (a SIP server listens on both,
+/// RFC 3261 §18), held until the caller drops them just before its servers bind them.
+///
+/// They are drawn below the kernel's ephemeral range (`ip_local_port_range`), where the
+/// kernel never assigns a port by itself: a port it picked for UDP is often some client's
+/// ephemeral TCP port, and any `connect` on the host may take an ephemeral port in the
+/// moment between the drop and the server's bind.
+pub fn reserve_sip_ports(ip: std::net::IpAddr, n: usize) -> io::Result<Vec<ReservedPort>> {
+    const LOWEST: u32 = 10_000;
+    let ephemeral_low = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse::<u32>().ok())
+        .unwrap_or(32_768);
+    let span = ephemeral_low.saturating_sub(LOWEST).max(1);
+    // A start that differs between processes and calls, so concurrent test beds rarely
+    // try the same ports; a collision is seen by the bind and skipped.
+    let seed = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos())
+        ^ std::process::id().wrapping_mul(2_654_435_761);
+    let mut held = Vec::with_capacity(n);
+    for attempt in 0..span.min(4096) {
+        if held.len() == n {
+            break;
+        }
+        // A prime stride: the walk visits distinct ports unless the prime divides the span.
+        let port = (LOWEST + (seed.wrapping_add(attempt.wrapping_mul(7_919))) % span) as u16;
+        let Ok(udp) = std::net::UdpSocket::bind((ip, port)) else {
+            continue;
+        };
+        if let Ok(tcp) = std::net::TcpListener::bind((ip, port)) {
+            held.push(ReservedPort { port, udp, tcp });
+        }
+    }
+    if held.len() < n {
+        return Err(io::Error::new(
+            io::ErrorKind::AddrInUse,
+            format!("fewer than {n} ports on {ip} are free for both UDP and TCP"),
+        ));
+    }
+    Ok(held)
+}
+
 #[cfg(test)]
 mod tests {
     use std::io::{Read, Write};
     use std::net::{TcpListener, TcpStream};
 
-    use super::{unsent_bytes, unsent_not_sent_bytes};
+    use super::{reserve_sip_ports, unsent_bytes, unsent_not_sent_bytes};
+
+    #[test]
+    fn reserved_ports_are_distinct_outside_the_ephemeral_range_and_free_once_dropped() {
+        let ip = std::net::IpAddr::from([127, 0, 0, 1]);
+        let reserved = reserve_sip_ports(ip, 8).unwrap();
+        let ports: std::collections::BTreeSet<u16> = reserved.iter().map(|r| r.port).collect();
+        assert_eq!(ports.len(), 8);
+        let ephemeral_low: u16 = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+            .unwrap()
+            .split_whitespace()
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert!(
+            ports.iter().all(|&p| (10_000..ephemeral_low).contains(&p)),
+            "{ports:?}"
+        );
+        // Held: nobody else binds them.
+        assert!(std::net::UdpSocket::bind((ip, reserved[0].port)).is_err());
+        drop(reserved);
+        for port in ports {
+            let _udp = std::net::UdpSocket::bind((ip, port)).unwrap();
+            let _tcp = TcpListener::bind((ip, port)).unwrap();
+        }
+    }
 
     #[test]
     fn counts_what_a_peer_has_not_read_and_nothing_once_it_has() {
