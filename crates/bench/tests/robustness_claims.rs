@@ -193,6 +193,66 @@ scenario = { re = { control = { algorithm = "win-cont", backstop = true, queue_b
 }
 
 #[test]
+fn over_lossy_links_win_disc_keeps_its_queue_within_t1_and_windows_stop_at_the_work_mark() {
+    // The live bench's RE (300 calls/s, a queue of a second's work) behind three SEs, every
+    // hop 10 ms long and losing 0.5 %, offered 10x. With Table 2's intervals the last of
+    // each window waits up to 400 ms, a session's 2xx and ACK each wait as long, and the
+    // UAS retransmits; over 40 ms links losing 2 % the windows overshoot while their
+    // sessions' later messages are still on the links.
+    let lossy = |link: &str| {
+        runs(&format!(
+            r#"
+name = "lossy-links"
+title = "windows over lossy links"
+[base]
+duration_s = 40
+warmup_s = 10
+link = {link}
+re = {{ cost_forward_us = 476.19, cost_reject_us = 79.37, queue_capacity = 2100, overload = {{ server = {{ window_acks = true }} }} }}
+[sweep]
+offered_load = [10.0]
+[[variant]]
+label = "win-disc table 2"
+scenario = {{ re = {{ control = {{ algorithm = "win-disc", backstop = true, backstop_work_ms = 0, queue_bounded_budget = true }} }} }}
+[[variant]]
+label = "win-disc sluice"
+scenario = {{ re = {{ control = {{ algorithm = "win-disc", backstop = true, queue_bounded_budget = true, win_disc = {{ budget_delay_ms = 100, control_interval_ms = 100 }} }} }} }}
+[[variant]]
+label = "win-cont marks alone"
+scenario = {{ re = {{ control = {{ algorithm = "win-cont", backstop = true, backstop_work_ms = 0, queue_bounded_budget = true }} }} }}
+[[variant]]
+label = "win-cont sluice"
+scenario = {{ re = {{ control = {{ algorithm = "win-cont", backstop = true, queue_bounded_budget = true }} }} }}
+"#
+        ))
+    };
+    let short = lossy("{ delay_ms = 10, loss = 0.005 }");
+    let (table_2, sluice) = (
+        of(&short, "win-disc table 2"),
+        of(&short, "win-disc sluice"),
+    );
+    assert!(
+        table_2.goodput < 0.85 && table_2.retrans_ratio > 0.1,
+        "Table 2's intervals: {} ({} retransmissions)",
+        table_2.goodput,
+        table_2.retrans_ratio
+    );
+    assert!(sluice.goodput > 0.95, "{}", sluice.goodput);
+    // What is left is the links' own losses.
+    assert!(sluice.retrans_ratio < 0.02, "{}", sluice.retrans_ratio);
+
+    let long = lossy("{ delay_ms = 40, loss = 0.02 }");
+    let (marks, sluice) = (
+        of(&long, "win-cont marks alone"),
+        of(&long, "win-cont sluice"),
+    );
+    assert!(marks.goodput < 0.8, "marks alone: {}", marks.goodput);
+    assert!(sluice.goodput > 0.85, "{}", sluice.goodput);
+    let win_disc = of(&long, "win-disc sluice");
+    assert!(win_disc.goodput > 0.85, "{}", win_disc.goodput);
+}
+
+#[test]
 fn below_its_target_the_pi_adds_no_setup_delay() {
     let r = runs(
         r#"

@@ -231,18 +231,21 @@ pub struct ControlConfig {
     /// the RE less than the drops and retransmissions of a full queue. `false`: the
     /// papers' RE, which only feeds back.
     pub backstop: bool,
-    /// The backstop also rejects new INVITEs while the queue holds this much work,
-    /// counting each queued INVITE with its session's later messages (0: the marks
-    /// alone). Half of T1, so that a 2xx and its ACK, each crossing the queue, are back
-    /// within T1 and the UAS does not retransmit (RFC 3261 §13.3.1.4). A rate algorithm's
-    /// SEs send unthrottled until the first rate reaches them: from an idle start straight
-    /// into 10x, rate-abs's first rate came after its first control interval, behind
-    /// enough admitted sessions to keep the UAS retransmitting for seconds (849 2xx
-    /// retransmissions live; 0 with this mark). A window counts only the sessions it sees:
-    /// over long lossy links it overshoots while the later messages of its sessions are
-    /// still on the links, and retransmissions then fill the queue (simulated, 3 SEs at
-    /// 10x over 40 ms links losing 2 % a hop: win-cont 0.74 of capacity without the mark,
-    /// 0.91 with it; win-disc 0.60 and 0.96).
+    /// Behind every feedback algorithm but win-auto the backstop also rejects new INVITEs
+    /// while the queue holds this much work, counting each queued INVITE with its
+    /// session's later messages (0: the marks alone). Half of T1, so that a 2xx and its
+    /// ACK, each crossing the queue, are back within T1 and the UAS does not retransmit
+    /// (RFC 3261 §13.3.1.4). A rate algorithm's SEs send unthrottled until the first rate
+    /// reaches them: from an idle start straight into 10x, rate-abs's first rate came
+    /// after its first control interval, behind enough admitted sessions to keep the UAS
+    /// retransmitting for seconds (849 2xx retransmissions live; 0 with this mark). A
+    /// budget window counts only the sessions it sees: over long lossy links it overshoots
+    /// while the later messages of its sessions are still on the links, and
+    /// retransmissions then fill the queue (simulated, 3 SEs at 10x over 40 ms links
+    /// losing 2 % a hop: win-cont 0.74 of capacity without the mark, 0.91 with it;
+    /// win-disc 0.60 and 0.96). win-auto's window counts INVITEs in process, so its queue
+    /// is mostly INVITEs, each counted here with a whole session: live at 10x over 10 ms
+    /// links losing 0.5 % a hop it carried 0.84 with the mark.
     #[serde(rename = "backstop_work_ms", with = "crate::serde_millis")]
     #[schemars(with = "u64")]
     pub backstop_work: Duration,
@@ -344,13 +347,18 @@ impl ControlConfig {
             | Algorithm::RateAbs
             | Algorithm::RateOcc => {
                 if self.backstop {
-                    AnyLocalAdmission::Threshold(
-                        ThresholdRejection::new(&self.threshold, watched_queue_capacity)
-                            .with_delay_mark(
-                                self.backstop_work,
-                                self.estimator.initial_session_length,
-                            ),
-                    )
+                    let marks = ThresholdRejection::new(&self.threshold, watched_queue_capacity);
+                    // win-auto's window counts the INVITEs in process, not a budget of
+                    // work, so its queue is mostly INVITEs that the work mark counts
+                    // with their sessions' later messages.
+                    AnyLocalAdmission::Threshold(if self.algorithm == Algorithm::WinAuto {
+                        marks
+                    } else {
+                        marks.with_delay_mark(
+                            self.backstop_work,
+                            self.estimator.initial_session_length,
+                        )
+                    })
                 } else {
                     AnyLocalAdmission::AdmitAll(AdmitAll)
                 }
