@@ -330,7 +330,7 @@ name = "short-sample"
 title = "a short topology sample"
 kind = "sample"
 [base]
-re = { control = { backstop = true, queue_bounded_budget = true } }
+re = { control = { backstop = true, queue_bounded_budget = true, win_disc = { budget_delay_ms = 100, control_interval_ms = 100 } } }
 [sample]
 topologies = 12
 seed = 7
