@@ -69,9 +69,8 @@
 //! rerun). No control fell to 0.47 at 10x by the callers' count and to 0.15/0.08/0.02/0.01
 //! at 2/4/8/10x by the paper's rule (`w/180`). In the measurement window no feedback
 //! variant sent a 2xx retransmission at 10x; over the whole point rate-abs sent ~900-1000
-//! in its first seconds (the SEs' clients start unlimited). Setup p99 at 10x: win-cont
-//! (D_B = 200 ms) 209 ms, win-disc (T_c = D_B = 100 ms) 177 ms, and 200-460 ms with
-//! Table 2's T_c = D_B = 200 ms; with `--budget-delay 50ms` win-cont gives 50 ms and
+//! in its first seconds (the SEs' clients start unlimited). Setup p99 at 10x (window) is
+//! 200-460 ms with D_B = 200 ms; with `--budget-delay 50ms` win-cont gives 50 ms and
 //! rate-abs as `rate` 58 ms, at a cost at 1x (rate-abs 0.86, win-disc 0.74).
 //!
 //! fig21 live vs simulated (loads 1-10, load average 0.0-0.7): with the same

@@ -231,24 +231,33 @@ pub struct ControlConfig {
     /// the RE less than the drops and retransmissions of a full queue. `false`: the
     /// papers' RE, which only feeds back.
     pub backstop: bool,
-    /// Behind every feedback algorithm but win-auto the backstop also rejects new INVITEs
-    /// while the queue holds this much work, counting each queued INVITE with its
-    /// session's later messages (0: the marks alone). Half of T1, so that a 2xx and its
-    /// ACK, each crossing the queue, are back within T1 and the UAS does not retransmit
-    /// (RFC 3261 §13.3.1.4). A rate algorithm's SEs send unthrottled until the first rate
-    /// reaches them: from an idle start straight into 10x, rate-abs's first rate came
-    /// after its first control interval, behind enough admitted sessions to keep the UAS
-    /// retransmitting for seconds (849 2xx retransmissions live; 0 with this mark). A
-    /// budget window counts only the sessions it sees: over long lossy links it overshoots
-    /// while the later messages of its sessions are still on the links, and
-    /// retransmissions then fill the queue (simulated, 3 SEs at 10x over 40 ms links
-    /// losing 2 % a hop: win-cont 0.74 of capacity without the mark, 0.91 with it;
-    /// win-disc 0.60 and 0.96). win-auto's window counts INVITEs in process, so its queue
-    /// is mostly INVITEs, each counted here with a whole session: live at 10x over 10 ms
-    /// links losing 0.5 % a hop it carried 0.84 with the mark.
-    #[serde(rename = "backstop_work_ms", with = "crate::serde_millis")]
-    #[schemars(with = "u64")]
-    pub backstop_work: Duration,
+    /// The backstop also rejects new INVITEs while the queue holds this much work,
+    /// counting each queued INVITE with its session's later messages (0: the marks alone).
+    /// Unset (the default): 250 ms, half of T1, behind rate-abs, rate-occ and win-cont;
+    /// 350 ms behind win-disc; none behind win-auto. Half of T1
+    /// so that a 2xx and its ACK, each crossing the queue, are back within T1 and the UAS
+    /// does not retransmit (RFC 3261 §13.3.1.4). A rate algorithm's SEs send unthrottled
+    /// until the first rate reaches them: from an idle start straight into 10x, rate-abs's
+    /// first rate came after its first control interval, behind enough admitted sessions
+    /// to keep the UAS retransmitting for seconds (849 2xx retransmissions live; 0 with
+    /// this mark). A budget window counts only the sessions it sees: over long lossy links
+    /// it overshoots while the later messages of its sessions are still on the links, and
+    /// retransmissions then fill the queue (simulated, 3 SEs at 10x over 40 ms links losing
+    /// 2 % a hop: win-cont 0.74 of capacity without the mark, 0.92 with it; win-disc 0.57
+    /// and 0.87). win-disc spends each interval's window at once, so its queue reaches
+    /// `T_c + D_B` (400 ms) by design: at half of T1 the mark rejects at the RE what the
+    /// windows let in (simulated over lossless links 0.96 of capacity at 10x, against 1.06
+    /// at 350 ms and 1.14 without; over 10 ms links losing 0.5 % a hop 0.92, 1.02 and 0.80).
+    /// win-auto's window counts INVITEs in process, so its queue is mostly INVITEs, each
+    /// counted here with a whole session: live at 10x over 10 ms links losing 0.5 % a hop
+    /// it carried 0.84 with the mark.
+    #[serde(
+        rename = "backstop_work_ms",
+        with = "crate::serde_millis::option",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[schemars(with = "Option<u64>")]
+    pub backstop_work: Option<Duration>,
     pub estimator: EstimatorConfig,
     pub active_sources: ActiveSourceConfig,
     pub threshold: ThresholdConfig,
@@ -272,7 +281,7 @@ impl Default for ControlConfig {
             fairness: None,
             queue_bounded_budget: true,
             backstop: true,
-            backstop_work: Duration::from_millis(250),
+            backstop_work: None,
             estimator: EstimatorConfig::default(),
             active_sources: ActiveSourceConfig::default(),
             threshold: ThresholdConfig::default(),
@@ -297,6 +306,17 @@ impl ControlConfig {
             algorithm,
             ..Self::default()
         }
+    }
+
+    /// The backstop's work mark in force: the configured one, else the algorithm's (see
+    /// the field).
+    pub fn backstop_work(&self) -> Duration {
+        self.backstop_work.unwrap_or(match self.algorithm {
+            Algorithm::WinDisc => Duration::from_millis(350),
+            // Its window counts the INVITEs in process, not a budget of work.
+            Algorithm::WinAuto => Duration::ZERO,
+            _ => Duration::from_millis(250),
+        })
     }
 
     /// The fairness in force: the configured one, else max-min for rate-abs and
@@ -348,16 +368,11 @@ impl ControlConfig {
             | Algorithm::RateOcc => {
                 if self.backstop {
                     let marks = ThresholdRejection::new(&self.threshold, watched_queue_capacity);
-                    // win-auto's window counts the INVITEs in process, not a budget of
-                    // work, so its queue is mostly INVITEs that the work mark counts
-                    // with their sessions' later messages.
-                    AnyLocalAdmission::Threshold(if self.algorithm == Algorithm::WinAuto {
+                    let work = self.backstop_work();
+                    AnyLocalAdmission::Threshold(if work.is_zero() {
                         marks
                     } else {
-                        marks.with_delay_mark(
-                            self.backstop_work,
-                            self.estimator.initial_session_length,
-                        )
+                        marks.with_delay_mark(work, self.estimator.initial_session_length)
                     })
                 } else {
                     AnyLocalAdmission::AdmitAll(AdmitAll)
@@ -509,18 +524,19 @@ mod tests {
     }
 
     #[test]
-    fn an_empty_file_gives_the_papers_defaults_but_win_discs_shorter_intervals() {
+    fn an_empty_file_gives_the_papers_defaults() {
         let cfg: ControlConfig = toml::from_str("").unwrap();
         assert_eq!(cfg, ControlConfig::default());
-        assert_eq!(cfg.win_disc.budget_delay, Duration::from_millis(100));
-        assert_eq!(cfg.win_disc.control_interval, Duration::from_millis(100));
-        assert_eq!(cfg.win_disc.initial_window, 14);
-        let table_2 = WinDiscConfig::table_2();
-        assert_eq!(table_2.budget_delay, Duration::from_millis(200));
-        assert_eq!(table_2.control_interval, Duration::from_millis(200));
-        // A table that names one key keeps the others' defaults, not Table 2's.
-        let cfg: ControlConfig = toml::from_str("win_disc = { initial_window = 7 }").unwrap();
-        assert_eq!(cfg.win_disc.control_interval, Duration::from_millis(100));
+        assert_eq!(cfg.win_disc.budget_delay, Duration::from_millis(200));
+        assert_eq!(cfg.win_disc.control_interval, Duration::from_millis(200));
+        let work = |algorithm| ControlConfig::for_algorithm(algorithm).backstop_work();
+        assert_eq!(work(Algorithm::RateAbs), Duration::from_millis(250));
+        assert_eq!(work(Algorithm::WinCont), Duration::from_millis(250));
+        assert_eq!(work(Algorithm::WinDisc), Duration::from_millis(350));
+        assert_eq!(work(Algorithm::WinAuto), Duration::ZERO);
+        let set: ControlConfig =
+            toml::from_str("algorithm = \"win-auto\"\nbackstop_work_ms = 100").unwrap();
+        assert_eq!(set.backstop_work(), Duration::from_millis(100));
         assert_eq!(
             cfg.estimator.measurement_interval,
             Duration::from_millis(100)

@@ -335,13 +335,12 @@ impl Scenario {
         // backstop behind the feedback, the equal split of §6.1.1 for rate-abs too,
         // rate-abs's budget as configured, the PI's queue loop pacing from the first
         // INVITE, windows fed back without the echo that takes the sessions in flight off
-        // them, win-disc's Table 2 intervals.
+        // them.
         re.control.backstop = false;
         re.control.fairness = Some(sluice_control::Fairness::ProviderCentric);
         re.control.queue_bounded_budget = false;
         re.control.pi.work_conserving = false;
         re.overload.server.window_acks = false;
-        re.control.win_disc = sluice_control::receiver::WinDiscConfig::table_2();
         re
     }
 

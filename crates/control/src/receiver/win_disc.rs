@@ -7,16 +7,9 @@
 //! rounded: `round(w / N_SE)` provider-centric, or in proportion to fed-forward load
 //! under double feed (§6.2.1). `μ` and `N_sess` come from §3.1, `N_SE` from §3.2.
 //!
-//! Defaults: `D_B = 100 ms` and `T_c = 100 ms`, where Table 2 has 200 ms for both
-//! ([`WinDiscConfig::table_2`]; `T_m = 100 ms` lives in the estimator config). At 10x
-//! each interval's window is spent at once, so its last session waits up to `T_c + D_B`
-//! in the queue, and the 2xx and the ACK of a session each wait that long: with Table 2's
-//! 400 ms and a few links' delay they are not back within T1 and the UAS retransmits.
-//! Simulated, 3 SEs at 10x over 10 ms links losing 0.5 % a hop: 0.80 of capacity with
-//! Table 2's values (27 % of messages retransmissions), 1.14 with 100 ms (1 %, the
-//! losses'); on lossless links both carry what no control does below capacity.
-//! `W_0 = 14`, the paper's suggested `μ_eng·T_c` with its 72 sessions/s engineered rate
-//! and `T_c = 200 ms`.
+//! Defaults (Table 2): `D_B = 200 ms`, `T_c = 200 ms` (`T_m = 100 ms` lives in the
+//! estimator config). `W_0 = 14`, the paper's suggested `μ_eng·T_c` with its 72
+//! sessions/s engineered rate and `T_c = 200 ms`.
 
 use super::{
     advertised, queue_bounded_budget, ControlClock, FeedbackGenerator, ReceiverCore,
@@ -49,17 +42,6 @@ pub struct WinDiscConfig {
 
 impl Default for WinDiscConfig {
     fn default() -> Self {
-        Self {
-            budget_delay: Duration::from_millis(100),
-            control_interval: Duration::from_millis(100),
-            ..Self::table_2()
-        }
-    }
-}
-
-impl WinDiscConfig {
-    /// The paper's values (Table 2): `D_B = T_c = 200 ms`, `W_0 = 14`.
-    pub fn table_2() -> Self {
         Self {
             budget_delay: Duration::from_millis(200),
             control_interval: Duration::from_millis(200),
@@ -184,7 +166,7 @@ mod tests {
             ..Default::default()
         };
         WinDisc::new(
-            &WinDiscConfig::table_2(),
+            &WinDiscConfig::default(),
             &est,
             &ActiveSourceConfig::default(),
             fairness,
