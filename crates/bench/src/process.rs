@@ -18,9 +18,7 @@ use sluice_sim::CallConfig;
 /// A port on 127.0.0.1 free for UDP and TCP alike when asked (see
 /// [`sluice_sys::reserve_sip_ports`] for why it is outside the ephemeral range).
 pub fn free_sip_port() -> Result<u16, String> {
-    sluice_sys::reserve_sip_ports([127, 0, 0, 1].into(), 1)
-        .map(|held| held[0].port)
-        .map_err(|e| e.to_string())
+    sluice_sys::free_sip_port([127, 0, 0, 1].into()).map_err(|e| e.to_string())
 }
 
 /// A token for a UAC's Call-IDs and branches that differs from run to run, so a UAS or

@@ -251,7 +251,7 @@ fn calls_on_a_connection_the_peer_closes_fail_at_once() {
 fn with_nobody_listening_a_shared_connection_is_an_error_and_per_call_ones_fail() {
     let port = std::net::SocketAddr::from((
         [127, 0, 0, 1],
-        sluice_sys::reserve_sip_ports([127, 0, 0, 1].into(), 1).unwrap()[0].port,
+        sluice_sys::free_sip_port([127, 0, 0, 1].into()).unwrap(),
     ));
     // The listener is gone: connects are refused.
     let mut cfg = UacConfig::new(port, port, 100.0);

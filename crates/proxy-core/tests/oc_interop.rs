@@ -240,7 +240,7 @@ struct Kamailio {
 
 impl Kamailio {
     fn start(cfg: &Path) -> Kamailio {
-        let port = sluice_sys::reserve_sip_ports([127, 0, 0, 1].into(), 1).unwrap()[0].port;
+        let port = sluice_sys::free_sip_port([127, 0, 0, 1].into()).unwrap();
         let addr = addr(&format!("127.0.0.1:{port}"));
         // $via0(oc...) where Kamailio has it; where it does not (5.6), the config fails its
         // fixups and Kamailio exits at once, and the parameter transformation is used.

@@ -33,7 +33,7 @@ fn live(rate: f64, control: Option<(&str, OcAlgorithm)>) -> (f64, ProxyReport, P
     // and TCP, as the SE listens on both.
     let se_addr = std::net::SocketAddr::new(
         localhost0().ip(),
-        sluice_sys::reserve_sip_ports(localhost0().ip(), 1).unwrap()[0].port,
+        sluice_sys::free_sip_port(localhost0().ip()).unwrap(),
     );
     let mut re = ProxyConfig {
         listen: localhost0(),

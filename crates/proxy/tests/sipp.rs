@@ -19,7 +19,7 @@ const CALLS: u32 = 3000;
 const RATE: u32 = 500;
 
 fn free_udp_port() -> u16 {
-    sluice_sys::reserve_sip_ports([127, 0, 0, 1].into(), 1).unwrap()[0].port
+    sluice_sys::free_sip_port([127, 0, 0, 1].into()).unwrap()
 }
 
 fn scenario(name: &str) -> PathBuf {

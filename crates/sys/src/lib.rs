@@ -122,6 +122,11 @@ pub fn reserve_sip_ports(ip: std::net::IpAddr, n: usize) -> io::Result<Vec<Reser
     Ok(held)
 }
 
+/// One port of [`reserve_sip_ports`] on `ip`, released: free for UDP and TCP when asked.
+pub fn free_sip_port(ip: std::net::IpAddr) -> io::Result<u16> {
+    Ok(reserve_sip_ports(ip, 1)?[0].port)
+}
+
 #[cfg(test)]
 mod tests {
     use std::io::{Read, Write};
