@@ -278,10 +278,12 @@ pub(crate) fn variant_from_spec(
         .map_err(|e| format!("variant {spec}: {e}"))?;
     let mut sc = Scenario::default();
     // The proxy's own defaults, as `sluice proxy` runs them (the scenario's are the
-    // papers'): the control config and the window's in-flight echo.
+    // papers'): the control config, the window's in-flight echo and the SEs' feed-forward.
     sc.re.control = ControlConfig::for_algorithm(algorithm);
     sc.re.overload.server.window_acks =
         sluice_control::overload::OcServerConfig::default().window_acks;
+    sc.se.overload.client.feed_forward =
+        sluice_control::overload::OcClientConfig::default().feed_forward;
     sc.scale_to_capacity(capacity);
     set_budget_delay(&mut sc, budget_delay_ms);
     variant(spec, sc, wire)

@@ -342,7 +342,8 @@ name = "short-sample"
 title = "a short topology sample"
 kind = "sample"
 [base]
-re = { control = { backstop = true, queue_bounded_budget = true } }
+re = { control = { backstop = true, queue_bounded_budget = true, lend_unused_share = true } }
+se = { overload = { client = { feed_forward = true } } }
 [sample]
 topologies = 12
 seed = 7

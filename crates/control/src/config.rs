@@ -225,6 +225,18 @@ pub struct ControlConfig {
     /// Without that, win-cont held to the queue fell from 0.96 to 0.36 of capacity over
     /// 47 ms links in front of a 71 ms queue.
     pub queue_bounded_budget: bool,
+    /// win-disc and win-cont lend each SE what the others do not want of their shares,
+    /// while the loads the SEs feed forward (`overload.client.feed_forward`, on by
+    /// default) fit the capacity: each SE may then take what its callers offer plus all
+    /// that nobody wants, and never less than its share. Past capacity the split is the
+    /// configured one. Without it, an equal split in front of a short queue throttles a
+    /// large SE below capacity while small ones leave their windows idle. On the four
+    /// topologies below capacity of 16 sampled (seed 1), with SEs of unequal shares, the
+    /// worst part of what no control carries rose from 0.80 to 0.98 (win-disc) and from
+    /// 0.78 to 0.95 (win-cont) with lending; win-disc's no-harm claim held on 3 of 4
+    /// instead of 1, win-cont's on 3 instead of 2. An SE that does not feed forward lends
+    /// nothing and borrows nothing. `false`: the paper's split.
+    pub lend_unused_share: bool,
     /// An RE running a feedback algorithm also rejects new INVITEs itself while its queue
     /// is past the threshold marks (`threshold`, 80/60 % of the queue by default). Feedback
     /// acts a round trip late and a window can overshoot a short queue; a 503 then costs
@@ -280,6 +292,7 @@ impl Default for ControlConfig {
             seed: 0,
             fairness: None,
             queue_bounded_budget: true,
+            lend_unused_share: true,
             backstop: true,
             backstop_work: None,
             estimator: EstimatorConfig::default(),
@@ -423,14 +436,20 @@ impl ControlConfig {
                 AnyFeedbackGenerator::None(NoFeedback::new(est, src, now))
             }
             Algorithm::WinDisc => {
-                let g = WinDisc::new(&self.win_disc, est, src, fair, now);
+                let mut g = WinDisc::new(&self.win_disc, est, src, fair, now);
+                if self.lend_unused_share {
+                    g = g.lending_unused();
+                }
                 AnyFeedbackGenerator::WinDisc(match bound {
                     Some(q) => g.bounded_by_queue(q),
                     None => g,
                 })
             }
             Algorithm::WinCont => {
-                let g = WinCont::new(&self.win_cont, est, src, fair, self.seed, now);
+                let mut g = WinCont::new(&self.win_cont, est, src, fair, self.seed, now);
+                if self.lend_unused_share {
+                    g = g.lending_unused();
+                }
                 AnyFeedbackGenerator::WinCont(match bound {
                     Some(q) => g.bounded_by_queue(q),
                     None => g,

@@ -332,13 +332,14 @@ impl Scenario {
             ..ProxyConfig::default()
         };
         // The papers' controllers as published, without sluice's additions: no threshold
-        // backstop behind the feedback, the equal split of §6.1.1 for rate-abs too,
-        // rate-abs's budget as configured, the PI's queue loop pacing from the first
-        // INVITE, windows fed back without the echo that takes the sessions in flight off
-        // them.
+        // backstop behind the feedback, the equal split of §6.1.1 for rate-abs too and
+        // with nothing lent between the windows' SEs, rate-abs's budget as configured,
+        // the PI's queue loop pacing from the first INVITE, windows fed back without the
+        // echo that takes the sessions in flight off them.
         re.control.backstop = false;
         re.control.fairness = Some(sluice_control::Fairness::ProviderCentric);
         re.control.queue_bounded_budget = false;
+        re.control.lend_unused_share = false;
         re.control.pi.work_conserving = false;
         re.overload.server.window_acks = false;
         re
@@ -348,9 +349,11 @@ impl Scenario {
     /// the paper pairs it with the algorithm (§2.4.2) by offering, in this order, the
     /// window extension (win-*), the rate extension with its percentage throttle
     /// (rate-abs), the load report for the fuzzy window (Montazerolghaem & Yaghmaee) and
-    /// RFC 7339's loss (rate-occ's acceptance fraction as a percentage).
+    /// RFC 7339's loss (rate-occ's acceptance fraction as a percentage); feed-forward only
+    /// where an experiment turns double feed on.
     pub fn paper_se() -> ProxyConfig {
         let mut se = ProxyConfig::default();
+        se.overload.client.feed_forward = false;
         se.overload.client.algorithms = vec![
             OcAlgorithm::SluiceWindow,
             OcAlgorithm::SluiceRate,

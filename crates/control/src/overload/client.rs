@@ -97,7 +97,10 @@ pub struct OcClientConfig {
     /// The token bucket's depth in sessions. Ours: 5, about one `D_B` (200 ms) of a
     /// per-client share of the paper's 72 sessions/s.
     pub bucket_depth: u32,
-    /// Send `sluice-ff` (double feed).
+    /// Send `sluice-ff`, the sessions offered before throttling (double feed, Shen et al.
+    /// §6.1.2). An RE splitting by it (user-centric) or lending what an SE does not want
+    /// (`control.lend_unused_share`) reads it; others ignore it. The papers' SEs send it
+    /// only under double feed.
     pub feed_forward: bool,
     /// Interval over which the sessions offered towards this next hop, before throttling,
     /// are counted (percentage throttling of a rate, double feed), milliseconds.
@@ -125,7 +128,7 @@ impl Default for OcClientConfig {
             blocking: None,
             hold_limit: 50,
             bucket_depth: 5,
-            feed_forward: false,
+            feed_forward: true,
             meter_interval: Duration::from_millis(100),
             meter_smoothing_weight: 0.2,
             fuzzy: FuzzyWindowConfig::default(),

@@ -176,6 +176,15 @@ impl WinCont {
         self
     }
 
+    /// Lends each SE what the others do not want of their shares
+    /// ([`ReceiverCore::lent_shares`]); the level allocation only, where a share is of
+    /// the room now rather than of what is handed out.
+    #[must_use]
+    pub fn lending_unused(mut self) -> Self {
+        self.core.lend_unused();
+        self
+    }
+
     fn fresh(&self) -> impl FnOnce() -> Window {
         let whole = self.initial_window;
         move || Window { whole, carry: 0.0 }
@@ -203,6 +212,7 @@ impl WinCont {
         let bounded = self.queue_capacity.is_some();
         let mut room = max_sessions - self.core.estimator.sessions_in_system();
         if self.allocation == WinContAllocation::Level {
+            let shares = self.core.lent_shares(now, shares, mu, max_sessions / mu);
             // Bounded by the queue, the window also covers the sessions on the link, and a
             // queue over its budget takes its excess off that; otherwise the room is
             // the window.

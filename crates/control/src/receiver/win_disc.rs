@@ -89,6 +89,14 @@ impl WinDisc {
         self
     }
 
+    /// Lends each SE what the others do not want of their shares
+    /// ([`ReceiverCore::lent_shares`]).
+    #[must_use]
+    pub fn lending_unused(mut self) -> Self {
+        self.core.lend_unused();
+        self
+    }
+
     fn control(&mut self, now: Time) {
         let mu = self.core.estimator.control_service_rate();
         let budget =
@@ -97,6 +105,7 @@ impl WinDisc {
         let total = (mu * horizon - self.core.estimator.sessions_in_system()).max(0.0);
         self.total_window = Some(total);
         let shares = self.core.shares(now);
+        let shares = self.core.lent_shares(now, shares, mu, horizon);
         let in_flight = if self.queue_capacity.is_some() {
             self.core.in_flight_allowances(now, &shares, mu)
         } else {
