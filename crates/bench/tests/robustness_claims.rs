@@ -336,6 +336,98 @@ scenario = { re = { control = { algorithm = "rate-abs", fairness = "max-min" } }
 }
 
 #[test]
+fn below_capacity_the_windows_lend_unequal_senders_what_they_offer() {
+    // The same four SEs at 0.94x in front of the same short queue: an equal split of a
+    // window sized for the queue holds the largest SE to a quarter.
+    let r = runs(
+        r#"
+name = "unequal-windows"
+title = "windows with unequal senders"
+[base]
+duration_s = 60
+warmup_s = 20
+call = { holding_time_s = 10 }
+link = { delay_ms = 46.9 }
+re = { cost_forward_us = 877.5, cost_reject_us = 146.25, queue_capacity = 157, control = { backstop = true, queue_bounded_budget = true }, overload = { server = { window_acks = true } } }
+se = { overload = { client = { feed_forward = true } } }
+sources = [{ name = "UA1", share = 0.94 }, { name = "UA2", share = 0.29 }, { name = "UA3", share = 0.11 }, { name = "UA4", share = 0.13 }]
+[sweep]
+offered_load = [0.94]
+[[variant]]
+label = "none"
+scenario = { re = { control = { algorithm = "none" } } }
+[[variant]]
+label = "win-disc equal"
+scenario = { re = { control = { algorithm = "win-disc" } } }
+[[variant]]
+label = "win-disc lending"
+scenario = { re = { control = { algorithm = "win-disc", lend_unused_share = true } } }
+[[variant]]
+label = "win-cont equal"
+scenario = { re = { control = { algorithm = "win-cont" } } }
+[[variant]]
+label = "win-cont lending"
+scenario = { re = { control = { algorithm = "win-cont", lend_unused_share = true } } }
+"#,
+    );
+    let none = of(&r, "none").goodput;
+    for window in ["win-disc", "win-cont"] {
+        let equal = of(&r, &format!("{window} equal")).goodput;
+        let lending = of(&r, &format!("{window} lending")).goodput;
+        assert!(
+            equal < 0.95 * none,
+            "{window} equal: {equal} against {none}"
+        );
+        assert!(
+            lending >= 0.98 * none,
+            "{window} lending: {lending} against {none}"
+        );
+    }
+}
+
+#[test]
+fn over_lossy_links_a_retransmitted_count_does_not_shut_the_windows() {
+    // One SE at 0.8x, links losing 2 % a hop. A transaction's retransmission carries the
+    // count of sessions sent when it was first sent; echoed as the latest, it told the SE
+    // that every session since was still in flight.
+    let r = runs(
+        r#"
+name = "lossy-echo"
+title = "windows over lossy links below capacity"
+[base]
+duration_s = 90
+warmup_s = 30
+call = { holding_time_s = 20 }
+link = { loss = 0.02 }
+re = { cost_forward_us = 532.3, cost_reject_us = 88.7, queue_capacity = 112, control = { backstop = true, queue_bounded_budget = true }, overload = { server = { window_acks = true } } }
+sources = [{ name = "UA1" }]
+[sweep]
+offered_load = [0.8]
+[[variant]]
+label = "none"
+scenario = { re = { control = { algorithm = "none" } } }
+[[variant]]
+label = "win-disc"
+scenario = { re = { control = { algorithm = "win-disc" } } }
+[[variant]]
+label = "win-cont"
+scenario = { re = { control = { algorithm = "win-cont" } } }
+"#,
+    );
+    let none = of(&r, "none");
+    assert!(none.retrans_ratio > 0.02, "the links lose: {none:?}");
+    for window in ["win-disc", "win-cont"] {
+        let w = of(&r, window);
+        assert!(
+            w.goodput >= 0.98 * none.goodput,
+            "{window}: {} against {}",
+            w.goodput,
+            none.goodput
+        );
+    }
+}
+
+#[test]
 fn on_a_small_topology_sample_every_feedback_control_keeps_every_claim() {
     let text = r#"
 name = "short-sample"

@@ -248,10 +248,8 @@ fn count_param(via: &sluice_sip::Via<'_>, name: &str) -> Option<u64> {
 pub(crate) struct Hop {
     role: HopRole,
     neighbours: HashMap<SocketAddr, NeighbourId>,
-    /// RE: the `sluice-wsent` of the latest request from each neighbour (echoed with its
-    /// windows). The latest, not the largest: a restarted SE counts from a new base, and
-    /// a retransmission's older count only makes the SE more careful until the next
-    /// request.
+    /// RE: the highest `sluice-wsent` from each neighbour (echoed with its windows; see
+    /// [`Hop::note_window_sent`]).
     window_sent: HashMap<NeighbourId, u64>,
     /// RE: echo `window_sent` (`overload.server.window_acks`, for win-disc and win-cont).
     window_acks: bool,
@@ -414,13 +412,15 @@ impl Hop {
                                     })
                                     .unwrap_or_default(),
                             });
+                            let mut fresh = true;
                             if let Some(sent) =
                                 via.as_ref().and_then(|v| count_param(v, WINDOW_SENT_PARAM))
                             {
-                                self.window_sent.insert(n, sent);
+                                fresh = self.note_window_sent(n, sent);
                             }
                             in_flight = via
                                 .as_ref()
+                                .filter(|_| fresh)
                                 .and_then(|v| count_param(v, WINDOW_IN_FLIGHT_PARAM))
                                 .map(|f| (n, f));
                             let ff = via
@@ -649,6 +649,24 @@ impl Hop {
             }
         }
         Some(pairs)
+    }
+
+    /// RE: keeps the highest count of sessions `n` has sent (`sluice-wsent`), which the
+    /// windows echo, and says whether this request's count is fresh (not below it). A
+    /// transaction's retransmission repeats its first copy's bytes, so it carries the count
+    /// (and the sessions in flight) of when it was first sent; echoed as the latest, that
+    /// older count told the SE that every session sent since was still on the link, and
+    /// its window shut: over links losing 2 % a hop, windows held one SE offering 0.8 of
+    /// capacity to 0.68 (0.75 without control). The highest count is safe across an SE's
+    /// restart, because its count starts from the wall clock
+    /// ([`SESSION_COUNT_PER_EPOCH_SECOND`]); an echo above its count is one the SE ignores.
+    fn note_window_sent(&mut self, n: NeighbourId, sent: u64) -> bool {
+        let kept = self.window_sent.entry(n).or_insert(sent);
+        let fresh = sent >= *kept;
+        if fresh {
+            *kept = sent;
+        }
+        fresh
     }
 
     /// RE, output: a copy of an earlier response (a transaction's retransmission, a relayed

@@ -246,13 +246,16 @@ fn window_acks_echoed(algorithm: &str, window_acks: bool, sent: &[u64]) -> Vec<O
 }
 
 #[test]
-fn re_echoes_the_latest_count_of_sessions_sent_beside_its_windows() {
-    // The latest, not the largest: a restarted SE counts from a new base, and a
-    // retransmission's older count only makes the SE more careful until the next request.
-    let echoed = window_acks_echoed("win-cont", true, &[41, 42, 7, 8]);
+fn re_echoes_the_highest_count_of_sessions_sent_beside_its_windows() {
+    // A retransmission carries the count of when it was first sent (7 here, after 42):
+    // echoed, it would tell the SE that 35 sessions were still in flight. A restarted SE
+    // counts from the wall clock, so its count only grows.
+    let echoed = window_acks_echoed("win-cont", true, &[41, 42, 7, 43]);
     assert_eq!(
         echoed,
-        ["41", "42", "7", "8"].map(|s| Some(s.to_owned())).to_vec()
+        ["41", "42", "42", "43"]
+            .map(|s| Some(s.to_owned()))
+            .to_vec()
     );
     // The papers' RE sends the window alone.
     assert_eq!(

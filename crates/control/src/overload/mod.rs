@@ -29,9 +29,10 @@
 //! - [`WINDOW_SENT_PARAM`] (`sluice-wsent`, requests) and [`WINDOW_ACK_PARAM`]
 //!   (`sluice-wack`, responses): the window's in-flight accounting. A client offering
 //!   `sluicewin` numbers the new sessions it has sent and writes the count on every
-//!   request; the server echoes, beside each window, the count on the latest request it
-//!   received from that client. The window counts only sessions the server has received,
-//!   so the client takes off the ones sent since the echoed count: those are on the link.
+//!   request; the server echoes, beside each window, the highest count it has received
+//!   from that client (a transaction's retransmission repeats an older count). The window
+//!   counts only sessions the server has received, so the client takes off the ones sent
+//!   since the echoed count: those are on the link.
 //!   Without it every window is spent again by the sessions in flight, and over a link of
 //!   15 ms a single client at 9x overran a server's 78 ms queue (goodput 0.42 of capacity
 //!   in the simulator). Peers that do not know the parameters ignore them, and a client
@@ -111,8 +112,8 @@ pub use server::{OcParams, OcServer, OcServerConfig, OcServerStats};
 pub const FEED_FORWARD_PARAM: &str = "sluice-ff";
 /// The Via parameter (requests) carrying the new sessions the client has sent so far.
 pub const WINDOW_SENT_PARAM: &str = "sluice-wsent";
-/// The Via parameter (responses with a window) echoing the latest request's
-/// [`WINDOW_SENT_PARAM`].
+/// The Via parameter (responses with a window) echoing the highest
+/// [`WINDOW_SENT_PARAM`] received from the client (a retransmission carries an older one).
 pub const WINDOW_ACK_PARAM: &str = "sluice-wack";
 /// The Via parameter (requests) carrying the sessions the client has sent beyond the last
 /// [`WINDOW_ACK_PARAM`] it received: those on the link, which a server holding its delay
