@@ -198,7 +198,7 @@ fn over_lossy_links_the_work_mark_keeps_the_windows_queue_within_t1() {
     // offered 10x. A window counts only the sessions that reach the RE; while their later
     // messages are on the links it lets more in, the queue passes T1/2, the UAS
     // retransmits its 2xx and the retransmissions fill the queue. The work mark rejects
-    // new INVITEs past 250 ms of queued work (350 ms behind win-disc, whose queue reaches
+    // new INVITEs past 250 ms of queued work (300 ms behind win-disc, whose queue reaches
     // T_c + D_B by design).
     let lossy = |link: &str| {
         runs(&format!(
@@ -239,29 +239,26 @@ scenario = {{ re = {{ control = {{ algorithm = "win-cont", backstop = true, queu
             goodput(&lossless, v)
         );
     }
-    // 10 ms a hop, 0.5 % lost: win-disc 0.80 -> 1.02, the retransmissions down to the
-    // links' own losses.
+    // 10 ms a hop, 0.5 % lost: the retransmissions stay at the links' own losses.
     let short = lossy("{ delay_ms = 10, loss = 0.005 }");
-    let (marks, mark) = (of(&short, "win-disc marks alone"), of(&short, "win-disc"));
+    for v in ["win-disc", "win-cont"] {
+        let w = of(&short, v);
+        assert!(w.goodput > 0.95, "{v}: {}", w.goodput);
+        assert!(w.retrans_ratio < 0.02, "{v}: {}", w.retrans_ratio);
+    }
+    // 40 ms a hop, 2 % lost: win-disc's designed queue leaves the 2xx too little of T1
+    // (marks alone 0.75, 29 % of messages retransmitted; with the mark 0.95, 4 %).
+    let long = lossy("{ delay_ms = 40, loss = 0.02 }");
+    let (marks, mark) = (of(&long, "win-disc marks alone"), of(&long, "win-disc"));
     assert!(
-        marks.goodput < 0.85 && marks.retrans_ratio > 0.1,
+        marks.goodput < 0.8 && marks.retrans_ratio > 0.1,
         "marks alone: {} ({} retransmitted)",
         marks.goodput,
         marks.retrans_ratio
     );
-    assert!(mark.goodput > 0.95, "{}", mark.goodput);
-    assert!(mark.retrans_ratio < 0.02, "{}", mark.retrans_ratio);
-    assert!(goodput(&short, "win-cont") > 0.95);
-    // 40 ms a hop, 2 % lost: win-disc 0.57 -> 0.87, win-cont 0.74 -> 0.92.
-    let long = lossy("{ delay_ms = 40, loss = 0.02 }");
-    for v in ["win-disc", "win-cont"] {
-        let (marks, mark) = (
-            goodput(&long, &format!("{v} marks alone")),
-            goodput(&long, v),
-        );
-        assert!(marks < 0.8, "{v} marks alone: {marks}");
-        assert!(mark > 0.85, "{v}: {mark}");
-    }
+    assert!(mark.goodput > 0.9, "{}", mark.goodput);
+    assert!(mark.retrans_ratio < 0.05, "{}", mark.retrans_ratio);
+    assert!(goodput(&long, "win-cont") > 0.9);
 }
 
 #[test]
