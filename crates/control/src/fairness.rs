@@ -98,23 +98,6 @@ pub fn max_min_shares(sources: &[Usage]) -> Vec<(NeighbourId, f64)> {
         .collect()
 }
 
-/// Each source's share with what the others do not want lent out, while the loads the
-/// sources feed forward (`demands`, as parts of the capacity; `None`: not reported) add
-/// up to at most the capacity: each source may then take its demand plus all that nobody
-/// wants, and never less than its share. Its demand is a mean: a window of
-/// `horizon_sessions` (what the capacity serves over the window's horizon) also lends it
-/// [`POISSON_MARGIN`] standard deviations of a Poisson count of that mean, which the
-/// capacity nobody wants does not cover near capacity. The windows then hold no caller back where no
-/// control would, whatever the shares of the split. The demands are what the callers
-/// offer before any throttling, so a throttled source does not look content and lend its
-/// share away, as a measured rate would make it look.
-///
-/// Past capacity (or with a demand not reported) the shares are returned as given. The
-/// windows' budget already hands a share left unused to the others there, since an unused
-/// window leaves the queue short and the next budget larger; lending on top of that fed
-/// on the noise of the demands: a source wanting half as much again as its share looked
-/// content in one interval of six and lost a fifth of its share to the others (win-disc,
-/// closed-loop test, three SEs at 5x).
 /// The most the fed-forward demands may add up to, as parts of the capacity, for
 /// [`lend_unwanted`] to lend. Above 1: measured over a fraction of a second, demands that
 /// fit the capacity add up to more in some intervals.
@@ -123,6 +106,23 @@ pub const LEND_UP_TO: f64 = 1.15;
 /// Standard deviations of a source's count per window lent on top of its mean demand.
 pub const POISSON_MARGIN: f64 = 2.0;
 
+/// Each source's share with what the others do not want lent out, while the loads the
+/// sources feed forward (`demands`, as parts of the capacity; `None`: not reported) add
+/// up to at most the capacity: each source may then take its demand plus all that nobody
+/// wants, and never less than its share. Its demand is a mean: a window of
+/// `horizon_sessions` (what the capacity serves over the window's horizon) also lends it
+/// [`POISSON_MARGIN`] standard deviations of a Poisson count of that mean, which the
+/// capacity nobody wants does not cover near capacity. The windows then hold no caller
+/// back where no control would, whatever the shares of the split. The demands are what
+/// the callers offer before any throttling, so a throttled source does not look content
+/// and lend its share away, as a measured rate would make it look.
+///
+/// Past capacity (or with a demand not reported) the shares are returned as given. The
+/// windows' budget already hands a share left unused to the others there, since an unused
+/// window leaves the queue short and the next budget larger; lending on top of that fed
+/// on the noise of the demands: a source wanting half as much again as its share looked
+/// content in one interval of six and lost a fifth of its share to the others (win-disc,
+/// closed-loop test, three SEs at 5x).
 pub fn lend_unwanted(
     shares: &[(NeighbourId, f64)],
     demands: &[Option<f64>],
@@ -236,6 +236,16 @@ mod tests {
         // 0.93 of the capacity wanted, 0.6 of it by one source: 0.07 nobody wants.
         let lent = lend_unwanted(&equal, &[Some(0.6), Some(0.2), Some(0.05), Some(0.08)], 0.0);
         assert!(close(&values(&lent), &[0.67, 0.27, 0.25, 0.25]), "{lent:?}");
+        // A window of 100 sessions also lends two standard deviations of each count.
+        let margin = lend_unwanted(
+            &equal,
+            &[Some(0.6), Some(0.2), Some(0.05), Some(0.08)],
+            100.0,
+        );
+        let with = |want: f64| want + 0.07 + 2.0 * (want / 100.0).sqrt();
+        // The two smallest keep their shares: demand, spare and margin come to less.
+        let expected = [with(0.6), with(0.2), 0.25, 0.25];
+        assert!(close(&values(&margin), &expected), "{margin:?}");
         // Wanting more than the capacity (beyond the margin for noisy demands): the split.
         let past = lend_unwanted(
             &equal,
