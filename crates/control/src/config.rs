@@ -247,9 +247,9 @@ pub struct ControlConfig {
     /// The backstop also rejects new INVITEs while the queue holds this much work,
     /// counting each queued INVITE with its session's later messages (0: the marks alone).
     /// Unset (the default): 250 ms, half of T1, behind rate-abs, rate-occ and win-cont;
-    /// 300 ms behind win-disc; none behind win-auto. Half of T1
-    /// so that a 2xx and its ACK, each crossing the queue, are back within T1 and the UAS
-    /// does not retransmit (RFC 3261 §13.3.1.4). A rate algorithm's SEs send unthrottled
+    /// 300 ms behind win-disc; none behind win-auto. Half of T1 so that a 2xx and its
+    /// ACK, each crossing the queue, are back within T1 and the UAS does not retransmit
+    /// (RFC 3261 §13.3.1.4). A rate algorithm's SEs send unthrottled
     /// until the first rate reaches them: from an idle start straight into 10x, rate-abs's
     /// first rate came after its first control interval, behind enough admitted sessions
     /// to keep the UAS retransmitting for seconds (849 2xx retransmissions live; 0 with
@@ -263,10 +263,9 @@ pub struct ControlConfig {
     /// while at 350 ms the queue leaves too little of T1 to a 2xx and its ACK over links of
     /// 40-45 ms (16 sampled topologies, seed 1: the overload claim held on 9 of 12 at
     /// 350 ms and on 11 of 12 at 300 ms, where one SE at 6x over 46 ms links losing 1.5 %
-    /// a hop went from 0.83 to 0.88 of capacity).
-    /// win-auto's window counts INVITEs in process, so its queue is mostly INVITEs, each
-    /// counted here with a whole session: live at 10x over 10 ms links losing 0.5 % a hop
-    /// it carried 0.84 with the mark.
+    /// a hop went from 0.83 to 0.88 of capacity). win-auto's window counts INVITEs in
+    /// process, so its queue is mostly INVITEs, each counted here with a whole session:
+    /// live at 10x over 10 ms links losing 0.5 % a hop it carried 0.84 with the mark.
     #[serde(
         rename = "backstop_work_ms",
         with = "crate::serde_millis::option",
