@@ -5,7 +5,9 @@
 //! The claims:
 //! - `no-harm`: offered less than 0.95 of capacity (less than `C_T` for a control that
 //!   holds the CPU at `C_T`, the PI and OCC), goodput at least 0.98 of no control's.
-//! - `no-delay`: on the same topologies, setup delay p50 at most 5 ms above no control's.
+//! - `no-delay`: on the same topologies, setup delay p50 at most 5 ms above no control's
+//!   (where no control set up a call; where it collapsed even there it has no delay to
+//!   compare with).
 //! - `overload`: offered 1x or more, goodput at least 0.9 of capacity over lossless links
 //!   and 0.85 over lossy ones. A local control pays for every rejection on the RE's own
 //!   processor, so no local control can reach that once the rejections alone fill it: for
@@ -170,7 +172,8 @@ pub fn evaluate(e: &Experiment, reports: &[RunReport]) -> Result<Vec<ClaimResult
                         let required = NO_HARM_SHARE * none.goodput;
                         Some((r.goodput, required, r.goodput - required))
                     }
-                    Claim::NoDelay if below => {
+                    // No control's delay is undefined where it set up no call at all.
+                    Claim::NoDelay if below && none.calls_good > 0 => {
                         let required = none.setup_delay_p50_ms + NO_DELAY_MS;
                         let value = r.setup_delay_p50_ms;
                         Some((value, required, required - value))
@@ -418,4 +421,62 @@ pub fn write_claims(
         plots.push(name);
     }
     Ok(plots)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sluice_sim::experiment::Overrides;
+
+    /// Two topologies below capacity, no control and win-cont on each.
+    fn below_capacity() -> Experiment {
+        Experiment::from_toml(
+            r#"
+name = "two"
+title = "two topologies"
+kind = "sample"
+[sample]
+topologies = 2
+seed = 3
+below_capacity_share = 1.0
+[[variant]]
+label = "none"
+scenario = { re = { control = { algorithm = "none" } } }
+[[variant]]
+label = "win-cont"
+scenario = { re = { control = { algorithm = "win-cont" } } }
+"#,
+            &Overrides::default(),
+        )
+        .unwrap()
+    }
+
+    fn report(calls_good: u64, goodput: f64, p50_ms: f64) -> RunReport {
+        RunReport {
+            calls_good,
+            goodput,
+            setup_delay_p50_ms: p50_ms,
+            ..RunReport::default()
+        }
+    }
+
+    #[test]
+    fn delay_is_judged_only_where_no_control_set_up_a_call() {
+        let e = below_capacity();
+        // Topology 0: no control collapsed (no call, no delay); topology 1: it served.
+        let reports = [
+            report(0, 0.0, 0.0),
+            report(900, 0.7, 2.0),
+            report(800, 0.6, 400.0),
+            report(900, 0.7, 9.0),
+        ];
+        let results = evaluate(&e, &reports).unwrap();
+        let claim = |c: Claim| results.iter().find(|r| r.claim == c).unwrap();
+        let delay = claim(Claim::NoDelay);
+        assert_eq!(delay.verdicts.len(), 1, "{delay:?}");
+        assert_eq!(delay.verdicts[0].topology, 1);
+        assert!(!delay.verdicts[0].holds(), "9 ms against 2 + 5");
+        // No harm is still judged on both.
+        assert_eq!(claim(Claim::NoHarm).verdicts.len(), 2);
+    }
 }
