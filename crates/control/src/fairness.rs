@@ -107,52 +107,85 @@ pub const LEND_UP_TO: f64 = 1.15;
 pub const POISSON_MARGIN: f64 = 2.0;
 
 /// Each source's share with what the others do not want lent out, while the loads the
-/// sources feed forward (`demands`, as parts of the capacity; `None`: not reported) add
-/// up to at most the capacity: each source may then take its demand plus all that nobody
-/// wants, and never less than its share. Its demand is a mean: a window of
-/// `horizon_sessions` (what the capacity serves over the window's horizon) also lends it
-/// [`POISSON_MARGIN`] standard deviations of a Poisson count of that mean, which the
-/// capacity nobody wants does not cover near capacity. The windows then hold no caller
-/// back where no control would, whatever the shares of the split. The demands are what
-/// the callers offer before any throttling, so a throttled source does not look content
-/// and lend its share away, as a measured rate would make it look.
+/// sources feed forward (`demands`, as parts of the capacity) add up to at most the
+/// capacity: each source may then take its demand plus all that nobody wants, and never
+/// less than its share. Its demand is a mean: a window of `horizon_sessions` (what the
+/// capacity serves over the window's horizon) also lends it [`POISSON_MARGIN`] standard
+/// deviations of a Poisson count of that mean, in sessions on top of its share, which the
+/// capacity nobody wants does not cover near capacity and a queue that is momentarily
+/// long must not take away. The windows then hold no caller back where no control would,
+/// whatever the shares of the split. The demands are what the callers offer before any
+/// throttling, so a throttled source does not look content and lend its share away, as a
+/// measured rate would make it look.
 ///
-/// Past capacity (or with a demand not reported) the shares are returned as given. The
-/// windows' budget already hands a share left unused to the others there, since an unused
-/// window leaves the queue short and the next budget larger; lending on top of that fed
-/// on the noise of the demands: a source wanting half as much again as its share looked
-/// content in one interval of six and lost a fifth of its share to the others (win-disc,
-/// closed-loop test, three SEs at 5x).
+/// A source whose demand is unknown (`None`, or a report that is not a load) is taken to
+/// want its whole share: it lends none of it and is held to it, as without lending, while
+/// the others still lend among themselves. One rare source that had not fed forward yet
+/// used to stop all lending, and below capacity the windows of slow REs then turned away
+/// up to a tenth of the calls no control would.
+///
+/// Past capacity the shares are returned as given. The windows' budget already hands a
+/// share left unused to the others there, since an unused window leaves the queue short
+/// and the next budget larger; lending on top of that fed on the noise of the demands: a
+/// source wanting half as much again as its share looked content in one interval of six
+/// and lost a fifth of its share to the others (win-disc, closed-loop test, three SEs at
+/// 5x).
 pub fn lend_unwanted(
     shares: &[(NeighbourId, f64)],
     demands: &[Option<f64>],
     horizon_sessions: f64,
-) -> Vec<(NeighbourId, f64)> {
-    let wanted: Option<Vec<f64>> = demands
+) -> Lent {
+    // A report that is not a load is as good as none.
+    let known: Vec<Option<f64>> = demands
         .iter()
         .map(|d| d.filter(|d| d.is_finite() && *d >= 0.0))
         .collect();
-    let all_wanted: f64 = wanted.iter().flatten().sum();
-    match wanted {
-        Some(wanted) if all_wanted <= LEND_UP_TO => {
-            let unwanted = (1.0 - all_wanted).max(0.0);
-            let burst = |want: f64| {
-                if horizon_sessions > 0.0 && horizon_sessions.is_finite() {
-                    POISSON_MARGIN * (want / horizon_sessions).sqrt()
-                } else {
-                    0.0
-                }
-            };
-            shares
-                .iter()
-                .zip(wanted)
-                .map(|((id, share), want)| {
-                    let lent = want + unwanted + burst(want);
-                    (*id, share.max(lent).min(1.0))
-                })
-                .collect()
+    let all_wanted: f64 = shares
+        .iter()
+        .zip(&known)
+        .map(|((_, share), want)| want.unwrap_or(*share))
+        .sum();
+    if all_wanted > LEND_UP_TO {
+        return Lent::as_given(shares);
+    }
+    let unwanted = (1.0 - all_wanted).max(0.0);
+    let horizon = if horizon_sessions.is_finite() {
+        horizon_sessions.max(0.0)
+    } else {
+        0.0
+    };
+    let (shares, burst_sessions) = shares
+        .iter()
+        .zip(&known)
+        .map(|(&(id, share), want)| match want {
+            Some(want) => (
+                (id, share.max((want + unwanted).min(1.0))),
+                POISSON_MARGIN * (want * horizon).sqrt(),
+            ),
+            None => ((id, share), 0.0),
+        })
+        .unzip();
+    Lent {
+        shares,
+        burst_sessions,
+    }
+}
+
+/// What [`lend_unwanted`] lends: each source's share of the window, and sessions on top of
+/// it (in the same order) for the bursts of its arrivals.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Lent {
+    pub shares: Vec<(NeighbourId, f64)>,
+    pub burst_sessions: Vec<f64>,
+}
+
+impl Lent {
+    /// The shares as given, nothing lent.
+    pub fn as_given(shares: &[(NeighbourId, f64)]) -> Self {
+        Self {
+            shares: shares.to_vec(),
+            burst_sessions: vec![0.0; shares.len()],
         }
-        _ => shares.to_vec(),
     }
 }
 
@@ -234,35 +267,45 @@ mod tests {
     fn below_capacity_each_source_may_take_its_demand_and_what_nobody_wants() {
         let equal: Vec<_> = (0..4).map(|i| (NeighbourId(i), 0.25)).collect();
         // 0.93 of the capacity wanted, 0.6 of it by one source: 0.07 nobody wants.
-        let lent = lend_unwanted(&equal, &[Some(0.6), Some(0.2), Some(0.05), Some(0.08)], 0.0);
-        assert!(close(&values(&lent), &[0.67, 0.27, 0.25, 0.25]), "{lent:?}");
+        let demands = [Some(0.6), Some(0.2), Some(0.05), Some(0.08)];
+        let lent = lend_unwanted(&equal, &demands, 0.0);
+        assert!(close(&values(&lent.shares), &[0.67, 0.27, 0.25, 0.25]), "{lent:?}");
+        assert!(close(&lent.burst_sessions, &[0.0; 4]), "{lent:?}");
         // A window of 100 sessions also lends two standard deviations of each count.
-        let margin = lend_unwanted(
-            &equal,
-            &[Some(0.6), Some(0.2), Some(0.05), Some(0.08)],
-            100.0,
-        );
-        let with = |want: f64| want + 0.07 + 2.0 * (want / 100.0).sqrt();
-        // The two smallest keep their shares: demand, spare and margin come to less.
-        let expected = [with(0.6), with(0.2), 0.25, 0.25];
-        assert!(close(&values(&margin), &expected), "{margin:?}");
+        let margin = lend_unwanted(&equal, &demands, 100.0);
+        assert!(close(&values(&margin.shares), &values(&lent.shares)));
+        let sd = |want: f64| (want * 100.0_f64).sqrt();
+        let expected = [2.0 * sd(0.6), 2.0 * sd(0.2), 2.0 * sd(0.05), 2.0 * sd(0.08)];
+        assert!(close(&margin.burst_sessions, &expected), "{margin:?}");
         // Wanting more than the capacity (beyond the margin for noisy demands): the split.
         let past = lend_unwanted(
             &equal,
             &[Some(1.0), Some(0.2), Some(0.05), Some(0.08)],
             100.0,
         );
-        assert!(close(&values(&past), &[0.25; 4]), "{past:?}");
-        // A source that does not feed forward might want anything: nothing is lent.
-        let unknown = lend_unwanted(&equal, &[Some(0.6), None, Some(0.05), Some(0.08)], 100.0);
-        assert!(close(&values(&unknown), &[0.25; 4]), "{unknown:?}");
-        // Nor is a report that is not a load.
+        assert_eq!(past, Lent::as_given(&equal));
+    }
+
+    #[test]
+    fn a_source_that_does_not_feed_forward_is_held_to_its_share_and_the_others_still_lend() {
+        let equal: Vec<_> = (0..4).map(|i| (NeighbourId(i), 0.25)).collect();
+        // The unknown source counts as wanting its 0.25: 0.6 + 0.25 + 0.05 wanted, 0.1 not.
+        let unknown = lend_unwanted(&equal, &[Some(0.6), None, Some(0.05), Some(0.0)], 100.0);
+        assert!(
+            close(&values(&unknown.shares), &[0.7, 0.25, 0.25, 0.25]),
+            "{unknown:?}"
+        );
+        assert_eq!(unknown.burst_sessions[1], 0.0, "{unknown:?}");
+        // A report that is not a load is no report.
         let bad = lend_unwanted(
             &equal,
-            &[Some(0.6), Some(f64::NAN), Some(0.05), Some(-1.0)],
+            &[Some(0.6), Some(f64::NAN), Some(-1.0), Some(0.0)],
             100.0,
         );
-        assert!(close(&values(&bad), &[0.25; 4]), "{bad:?}");
+        assert!(close(&values(&bad.shares), &[0.6, 0.25, 0.25, 0.25]), "{bad:?}");
+        // An unknown source that would put the wanted total past capacity stops lending.
+        let past = lend_unwanted(&equal, &[Some(0.9), None, Some(0.05), Some(0.0)], 100.0);
+        assert_eq!(past, Lent::as_given(&equal));
     }
 
     #[test]

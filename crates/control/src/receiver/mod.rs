@@ -229,9 +229,9 @@ impl<S> ReceiverCore<S> {
         shares: Vec<(NeighbourId, f64)>,
         mu: f64,
         horizon: f64,
-    ) -> Vec<(NeighbourId, f64)> {
+    ) -> fairness::Lent {
         if !(self.lends_unused && mu > 0.0 && mu.is_finite()) {
-            return shares;
+            return fairness::Lent::as_given(&shares);
         }
         let mu = match self.lending_mu {
             Some((average, at)) => {

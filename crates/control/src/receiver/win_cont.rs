@@ -38,7 +38,7 @@
 use super::{advertised, queue_share_budget, FeedbackGenerator, ReceiverCore, ReceiverMetrics};
 use crate::active_sources::ActiveSourceConfig;
 use crate::estimation::EstimatorConfig;
-use crate::fairness::{pick_by_share, Fairness};
+use crate::fairness::{pick_by_share, Fairness, Lent};
 use crate::types::{
     Completion, FeedForward, Feedback, FeedbackValue, MessageSummary, NeighbourId, QueueOccupancy,
 };
@@ -212,7 +212,10 @@ impl WinCont {
         let bounded = self.queue_capacity.is_some();
         let mut room = max_sessions - self.core.estimator.sessions_in_system();
         if self.allocation == WinContAllocation::Level {
-            let shares = self.core.lent_shares(now, shares, mu, max_sessions / mu);
+            let Lent {
+                shares,
+                burst_sessions,
+            } = self.core.lent_shares(now, shares, mu, max_sessions / mu);
             // Bounded by the queue, the window also covers the sessions on the link, and a
             // queue over its budget takes its excess off that; otherwise the room is
             // the window.
@@ -221,12 +224,14 @@ impl WinCont {
             } else {
                 (room.max(0.0), vec![0.0; shares.len()])
             };
-            for ((id, share), in_flight) in shares.into_iter().zip(in_flight) {
+            for (((id, share), in_flight), burst) in
+                shares.into_iter().zip(in_flight).zip(burst_sessions)
+            {
                 let Some(source) = self.core.sources.get_mut(now, id) else {
                     continue;
                 };
                 let w = &mut source.state;
-                let level = (room * share + w.carry + in_flight).max(0.0);
+                let level = (room * share + w.carry + in_flight + burst).max(0.0);
                 let whole = level.floor();
                 w.carry = (level - whole).clamp(0.0, 1.0);
                 w.whole = whole as i64;

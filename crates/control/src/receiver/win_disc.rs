@@ -17,7 +17,7 @@ use super::{
 };
 use crate::active_sources::ActiveSourceConfig;
 use crate::estimation::EstimatorConfig;
-use crate::fairness::Fairness;
+use crate::fairness::{Fairness, Lent};
 use crate::types::{
     Completion, FeedForward, Feedback, FeedbackValue, MessageSummary, NeighbourId, QueueOccupancy,
 };
@@ -105,16 +105,19 @@ impl WinDisc {
         let total = (mu * horizon - self.core.estimator.sessions_in_system()).max(0.0);
         self.total_window = Some(total);
         let shares = self.core.shares(now);
-        let shares = self.core.lent_shares(now, shares, mu, horizon);
+        let Lent {
+            shares,
+            burst_sessions,
+        } = self.core.lent_shares(now, shares, mu, horizon);
         let in_flight = if self.queue_capacity.is_some() {
             self.core.in_flight_allowances(now, &shares, mu)
         } else {
             vec![0.0; shares.len()]
         };
-        for ((id, share), in_flight) in shares.into_iter().zip(in_flight) {
+        for (((id, share), in_flight), burst) in shares.into_iter().zip(in_flight).zip(burst_sessions) {
             if let Some(source) = self.core.sources.get_mut(now, id) {
                 // `as` saturates, so even an absurd estimate cannot wrap.
-                source.state = (total * share + in_flight).round() as i64;
+                source.state = (total * share + burst + in_flight).round() as i64;
             }
         }
     }
