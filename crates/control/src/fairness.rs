@@ -111,18 +111,17 @@ pub const POISSON_MARGIN: f64 = 2.0;
 /// capacity: each source may then take its demand plus all that nobody wants, and never
 /// less than its share. Its demand is a mean: a window of `horizon_sessions` (what the
 /// capacity serves over the window's horizon) also lends it [`POISSON_MARGIN`] standard
-/// deviations of a Poisson count of that mean, in sessions on top of its share, which the
-/// capacity nobody wants does not cover near capacity and a queue that is momentarily
-/// long must not take away. The windows then hold no caller back where no control would,
+/// deviations of a Poisson count of that mean ([`MarginIn`] says where), which the
+/// capacity nobody wants does not cover near capacity. The windows then hold no caller back where no control would,
 /// whatever the shares of the split. The demands are what the callers offer before any
 /// throttling, so a throttled source does not look content and lend its share away, as a
 /// measured rate would make it look.
 ///
 /// A source whose demand is unknown (`None`, or a report that is not a load) is taken to
 /// want its whole share: it lends none of it and is held to it, as without lending, while
-/// the others still lend among themselves. One rare source that had not fed forward yet
-/// used to stop all lending, and below capacity the windows of slow REs then turned away
-/// up to a tenth of the calls no control would.
+/// the others still lend among themselves. Were an unknown demand to stop all lending, one
+/// rare source that has not fed forward yet would switch it off, and below capacity the
+/// windows of slow REs would turn away up to a tenth of the calls no control would.
 ///
 /// Past capacity the shares are returned as given. The windows' budget already hands a
 /// share left unused to the others there, since an unused window leaves the queue short
@@ -134,6 +133,7 @@ pub fn lend_unwanted(
     shares: &[(NeighbourId, f64)],
     demands: &[Option<f64>],
     horizon_sessions: f64,
+    margin: MarginIn,
 ) -> Lent {
     // A report that is not a load is as good as none.
     let known: Vec<Option<f64>> = demands
@@ -154,21 +154,47 @@ pub fn lend_unwanted(
     } else {
         0.0
     };
+    // Two standard deviations of a Poisson count of `want * horizon` sessions.
+    let burst_sessions = |want: f64| POISSON_MARGIN * (want * horizon).sqrt();
     let (shares, burst_sessions) = shares
         .iter()
         .zip(&known)
-        .map(|(&(id, share), want)| match want {
-            Some(want) => (
+        .map(|(&(id, share), want)| match (want, margin) {
+            (Some(want), MarginIn::Share) => {
+                // The same margin as a share of the window.
+                let burst = if horizon > 0.0 {
+                    POISSON_MARGIN * (want / horizon).sqrt()
+                } else {
+                    0.0
+                };
+                ((id, share.max(want + unwanted + burst).min(1.0)), 0.0)
+            }
+            (Some(want), MarginIn::Sessions) => (
                 (id, share.max((want + unwanted).min(1.0))),
-                POISSON_MARGIN * (want * horizon).sqrt(),
+                burst_sessions(*want),
             ),
-            None => ((id, share), 0.0),
+            (None, _) => ((id, share), 0.0),
         })
         .unzip();
     Lent {
         shares,
         burst_sessions,
     }
+}
+
+/// Where [`lend_unwanted`] lends a source's margin for the bursts of its arrivals.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MarginIn {
+    /// In its share, which with the rest is at most the whole window: win-disc, whose
+    /// window spans a control interval and the queue's budget. On top, it let the windows
+    /// pass the capacity when the SEs want 1 to 1.2 times it: overload held on 106 of 122
+    /// sampled topologies against 109.
+    Share,
+    /// In sessions on top of its share: win-cont, whose window is a share of the room
+    /// left now, `μ·D_B` less the queue. In front of an RE serving 15 calls/s that room
+    /// is a few sessions, so a margin held within it is less than one; on top, no-harm
+    /// held on 76 of 78 sampled topologies against 71, and overload on the same 119 of 122.
+    Sessions,
 }
 
 /// What [`lend_unwanted`] lends: each source's share of the window, and sessions on top of
@@ -268,43 +294,71 @@ mod tests {
         let equal: Vec<_> = (0..4).map(|i| (NeighbourId(i), 0.25)).collect();
         // 0.93 of the capacity wanted, 0.6 of it by one source: 0.07 nobody wants.
         let demands = [Some(0.6), Some(0.2), Some(0.05), Some(0.08)];
-        let lent = lend_unwanted(&equal, &demands, 0.0);
-        assert!(close(&values(&lent.shares), &[0.67, 0.27, 0.25, 0.25]), "{lent:?}");
-        assert!(close(&lent.burst_sessions, &[0.0; 4]), "{lent:?}");
-        // A window of 100 sessions also lends two standard deviations of each count.
-        let margin = lend_unwanted(&equal, &demands, 100.0);
-        assert!(close(&values(&margin.shares), &values(&lent.shares)));
+        for margin in [MarginIn::Share, MarginIn::Sessions] {
+            let lent = lend_unwanted(&equal, &demands, 0.0, margin);
+            assert!(
+                close(&values(&lent.shares), &[0.67, 0.27, 0.25, 0.25]),
+                "{lent:?}"
+            );
+            assert!(close(&lent.burst_sessions, &[0.0; 4]), "{lent:?}");
+        }
+        // A window of 100 sessions also lends two standard deviations of each count: in
+        // the share, where the two smallest keep theirs (demand, spare and margin come to
+        // less)...
+        let in_share = lend_unwanted(&equal, &demands, 100.0, MarginIn::Share);
+        let with = |want: f64| want + 0.07 + 2.0 * (want / 100.0).sqrt();
+        let expected = [with(0.6), with(0.2), 0.25, 0.25];
+        assert!(close(&values(&in_share.shares), &expected), "{in_share:?}");
+        assert!(close(&in_share.burst_sessions, &[0.0; 4]), "{in_share:?}");
+        // ...or in sessions on top of the share.
+        let on_top = lend_unwanted(&equal, &demands, 100.0, MarginIn::Sessions);
         let sd = |want: f64| (want * 100.0_f64).sqrt();
+        assert!(close(&values(&on_top.shares), &[0.67, 0.27, 0.25, 0.25]));
         let expected = [2.0 * sd(0.6), 2.0 * sd(0.2), 2.0 * sd(0.05), 2.0 * sd(0.08)];
-        assert!(close(&margin.burst_sessions, &expected), "{margin:?}");
+        assert!(close(&on_top.burst_sessions, &expected), "{on_top:?}");
         // Wanting more than the capacity (beyond the margin for noisy demands): the split.
-        let past = lend_unwanted(
-            &equal,
-            &[Some(1.0), Some(0.2), Some(0.05), Some(0.08)],
-            100.0,
-        );
-        assert_eq!(past, Lent::as_given(&equal));
+        let past = [Some(1.0), Some(0.2), Some(0.05), Some(0.08)];
+        for margin in [MarginIn::Share, MarginIn::Sessions] {
+            assert_eq!(
+                lend_unwanted(&equal, &past, 100.0, margin),
+                Lent::as_given(&equal)
+            );
+        }
     }
 
     #[test]
     fn a_source_that_does_not_feed_forward_is_held_to_its_share_and_the_others_still_lend() {
         let equal: Vec<_> = (0..4).map(|i| (NeighbourId(i), 0.25)).collect();
         // The unknown source counts as wanting its 0.25: 0.6 + 0.25 + 0.05 wanted, 0.1 not.
-        let unknown = lend_unwanted(&equal, &[Some(0.6), None, Some(0.05), Some(0.0)], 100.0);
+        let unknown = lend_unwanted(
+            &equal,
+            &[Some(0.6), None, Some(0.05), Some(0.0)],
+            100.0,
+            MarginIn::Sessions,
+        );
         assert!(
             close(&values(&unknown.shares), &[0.7, 0.25, 0.25, 0.25]),
             "{unknown:?}"
         );
-        assert_eq!(unknown.burst_sessions[1], 0.0, "{unknown:?}");
+        assert!(unknown.burst_sessions[1].abs() < 1e-12, "{unknown:?}");
         // A report that is not a load is no report.
         let bad = lend_unwanted(
             &equal,
             &[Some(0.6), Some(f64::NAN), Some(-1.0), Some(0.0)],
             100.0,
+            MarginIn::Sessions,
         );
-        assert!(close(&values(&bad.shares), &[0.6, 0.25, 0.25, 0.25]), "{bad:?}");
+        assert!(
+            close(&values(&bad.shares), &[0.6, 0.25, 0.25, 0.25]),
+            "{bad:?}"
+        );
         // An unknown source that would put the wanted total past capacity stops lending.
-        let past = lend_unwanted(&equal, &[Some(0.9), None, Some(0.05), Some(0.0)], 100.0);
+        let past = lend_unwanted(
+            &equal,
+            &[Some(0.9), None, Some(0.05), Some(0.0)],
+            100.0,
+            MarginIn::Share,
+        );
         assert_eq!(past, Lent::as_given(&equal));
     }
 

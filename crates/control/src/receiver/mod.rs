@@ -226,12 +226,13 @@ impl<S> ReceiverCore<S> {
     pub fn lent_shares(
         &mut self,
         now: Time,
-        shares: Vec<(NeighbourId, f64)>,
+        shares: &[(NeighbourId, f64)],
         mu: f64,
         horizon: f64,
+        margin: fairness::MarginIn,
     ) -> fairness::Lent {
         if !(self.lends_unused && mu > 0.0 && mu.is_finite()) {
-            return fairness::Lent::as_given(&shares);
+            return fairness::Lent::as_given(shares);
         }
         let mu = match self.lending_mu {
             Some((average, at)) => {
@@ -249,7 +250,7 @@ impl<S> ReceiverCore<S> {
                 offered.map(|rate| rate / mu)
             })
             .collect();
-        fairness::lend_unwanted(&shares, &demands, mu * horizon)
+        fairness::lend_unwanted(shares, &demands, mu * horizon, margin)
     }
 
     /// The sessions in flight each of `shares`' sources gets back in its window: what it

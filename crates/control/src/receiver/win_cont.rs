@@ -38,7 +38,7 @@
 use super::{advertised, queue_share_budget, FeedbackGenerator, ReceiverCore, ReceiverMetrics};
 use crate::active_sources::ActiveSourceConfig;
 use crate::estimation::EstimatorConfig;
-use crate::fairness::{pick_by_share, Fairness, Lent};
+use crate::fairness::{pick_by_share, Fairness, Lent, MarginIn};
 use crate::types::{
     Completion, FeedForward, Feedback, FeedbackValue, MessageSummary, NeighbourId, QueueOccupancy,
 };
@@ -215,7 +215,9 @@ impl WinCont {
             let Lent {
                 shares,
                 burst_sessions,
-            } = self.core.lent_shares(now, shares, mu, max_sessions / mu);
+            } = self
+                .core
+                .lent_shares(now, &shares, mu, max_sessions / mu, MarginIn::Sessions);
             // Bounded by the queue, the window also covers the sessions on the link, and a
             // queue over its budget takes its excess off that; otherwise the room is
             // the window.
