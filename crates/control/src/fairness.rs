@@ -112,10 +112,10 @@ pub const POISSON_MARGIN: f64 = 2.0;
 /// less than its share. Its demand is a mean: a window of `horizon_sessions` (what the
 /// capacity serves over the window's horizon) also lends it [`POISSON_MARGIN`] standard
 /// deviations of a Poisson count of that mean ([`MarginIn`] says where), which the
-/// capacity nobody wants does not cover near capacity. The windows then hold no caller back where no control would,
-/// whatever the shares of the split. The demands are what the callers offer before any
-/// throttling, so a throttled source does not look content and lend its share away, as a
-/// measured rate would make it look.
+/// capacity nobody wants does not cover near capacity. The windows then hold no caller
+/// back where no control would, whatever the shares of the split. The demands are what
+/// the callers offer before any throttling, so a throttled source does not look content
+/// and lend its share away, as a measured rate would make it look.
 ///
 /// A source whose demand is unknown (`None`, or a report that is not a load) is taken to
 /// want its whole share: it lends none of it and is held to it, as without lending, while
