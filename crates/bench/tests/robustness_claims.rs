@@ -387,7 +387,7 @@ fn in_front_of_a_slow_re_the_windows_lend_though_a_rare_se_has_not_fed_forward()
     // Four SEs at 0.61x of an RE of 102 messages/s (15 calls/s) over 44 ms links; one SE
     // offers a call a minute, so it has often fed no demand forward. Taken as unknown
     // demand that stops all lending, it switched lending off a quarter of the time and
-    // the windows of three sessions turned away 3 % (win-disc) and 6 % (win-cont) of the
+    // the windows of three sessions turned away 3 % (win-disc) and 9 % (win-cont) of the
     // calls. Held to its own share instead, it leaves the others lending.
     let r = runs(
         r#"
