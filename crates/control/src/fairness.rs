@@ -130,7 +130,7 @@ pub const POISSON_MARGIN: f64 = 2.0;
 /// and lost a fifth of its share to the others (win-disc, closed-loop test, three SEs at
 /// 5x).
 pub fn lend_unwanted(
-    shares: &[(NeighbourId, f64)],
+    shares: Vec<(NeighbourId, f64)>,
     demands: &[Option<f64>],
     horizon_sessions: f64,
     margin: MarginIn,
@@ -157,9 +157,9 @@ pub fn lend_unwanted(
     // Two standard deviations of a Poisson count of `want * horizon` sessions.
     let burst_sessions = |want: f64| POISSON_MARGIN * (want * horizon).sqrt();
     let (shares, burst_sessions) = shares
-        .iter()
+        .into_iter()
         .zip(&known)
-        .map(|(&(id, share), want)| match (want, margin) {
+        .map(|((id, share), want)| match (want, margin) {
             (Some(want), MarginIn::Share) => {
                 // The same margin as a share of the window.
                 let burst = if horizon > 0.0 {
@@ -207,10 +207,10 @@ pub struct Lent {
 
 impl Lent {
     /// The shares as given, nothing lent.
-    pub fn as_given(shares: &[(NeighbourId, f64)]) -> Self {
+    pub fn as_given(shares: Vec<(NeighbourId, f64)>) -> Self {
         Self {
-            shares: shares.to_vec(),
             burst_sessions: vec![0.0; shares.len()],
+            shares,
         }
     }
 }
@@ -295,7 +295,7 @@ mod tests {
         // 0.93 of the capacity wanted, 0.6 of it by one source: 0.07 nobody wants.
         let demands = [Some(0.6), Some(0.2), Some(0.05), Some(0.08)];
         for margin in [MarginIn::Share, MarginIn::Sessions] {
-            let lent = lend_unwanted(&equal, &demands, 0.0, margin);
+            let lent = lend_unwanted(equal.clone(), &demands, 0.0, margin);
             assert!(
                 close(&values(&lent.shares), &[0.67, 0.27, 0.25, 0.25]),
                 "{lent:?}"
@@ -305,13 +305,13 @@ mod tests {
         // A window of 100 sessions also lends two standard deviations of each count: in
         // the share, where the two smallest keep theirs (demand, spare and margin come to
         // less)...
-        let in_share = lend_unwanted(&equal, &demands, 100.0, MarginIn::Share);
+        let in_share = lend_unwanted(equal.clone(), &demands, 100.0, MarginIn::Share);
         let with = |want: f64| want + 0.07 + 2.0 * (want / 100.0).sqrt();
         let expected = [with(0.6), with(0.2), 0.25, 0.25];
         assert!(close(&values(&in_share.shares), &expected), "{in_share:?}");
         assert!(close(&in_share.burst_sessions, &[0.0; 4]), "{in_share:?}");
         // ...or in sessions on top of the share.
-        let on_top = lend_unwanted(&equal, &demands, 100.0, MarginIn::Sessions);
+        let on_top = lend_unwanted(equal.clone(), &demands, 100.0, MarginIn::Sessions);
         let sd = |want: f64| (want * 100.0_f64).sqrt();
         assert!(close(&values(&on_top.shares), &[0.67, 0.27, 0.25, 0.25]));
         let expected = [2.0 * sd(0.6), 2.0 * sd(0.2), 2.0 * sd(0.05), 2.0 * sd(0.08)];
@@ -320,8 +320,8 @@ mod tests {
         let past = [Some(1.0), Some(0.2), Some(0.05), Some(0.08)];
         for margin in [MarginIn::Share, MarginIn::Sessions] {
             assert_eq!(
-                lend_unwanted(&equal, &past, 100.0, margin),
-                Lent::as_given(&equal)
+                lend_unwanted(equal.clone(), &past, 100.0, margin),
+                Lent::as_given(equal.clone())
             );
         }
     }
@@ -331,7 +331,7 @@ mod tests {
         let equal: Vec<_> = (0..4).map(|i| (NeighbourId(i), 0.25)).collect();
         // The unknown source counts as wanting its 0.25: 0.6 + 0.25 + 0.05 wanted, 0.1 not.
         let unknown = lend_unwanted(
-            &equal,
+            equal.clone(),
             &[Some(0.6), None, Some(0.05), Some(0.0)],
             100.0,
             MarginIn::Sessions,
@@ -343,7 +343,7 @@ mod tests {
         assert!(unknown.burst_sessions[1].abs() < 1e-12, "{unknown:?}");
         // A report that is not a load is no report.
         let bad = lend_unwanted(
-            &equal,
+            equal.clone(),
             &[Some(0.6), Some(f64::NAN), Some(-1.0), Some(0.0)],
             100.0,
             MarginIn::Sessions,
@@ -354,12 +354,12 @@ mod tests {
         );
         // An unknown source that would put the wanted total past capacity stops lending.
         let past = lend_unwanted(
-            &equal,
+            equal.clone(),
             &[Some(0.9), None, Some(0.05), Some(0.0)],
             100.0,
             MarginIn::Share,
         );
-        assert_eq!(past, Lent::as_given(&equal));
+        assert_eq!(past, Lent::as_given(equal.clone()));
     }
 
     #[test]

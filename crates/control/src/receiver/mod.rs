@@ -226,7 +226,7 @@ impl<S> ReceiverCore<S> {
     pub fn lent_shares(
         &mut self,
         now: Time,
-        shares: &[(NeighbourId, f64)],
+        shares: Vec<(NeighbourId, f64)>,
         mu: f64,
         horizon: f64,
         margin: fairness::MarginIn,

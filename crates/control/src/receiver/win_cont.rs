@@ -217,7 +217,7 @@ impl WinCont {
                 burst_sessions,
             } = self
                 .core
-                .lent_shares(now, &shares, mu, max_sessions / mu, MarginIn::Sessions);
+                .lent_shares(now, shares, mu, max_sessions / mu, MarginIn::Sessions);
             // Bounded by the queue, the window also covers the sessions on the link, and a
             // queue over its budget takes its excess off that; otherwise the room is
             // the window.

@@ -121,7 +121,7 @@ impl WinDisc {
             burst_sessions,
         } = self
             .core
-            .lent_shares(now, &shares, mu, horizon, MarginIn::Share);
+            .lent_shares(now, shares, mu, horizon, MarginIn::Share);
         let in_flight = if self.queue_capacity.is_some() {
             self.core.in_flight_allowances(now, &shares, mu)
         } else {
