@@ -423,6 +423,10 @@ pub struct ProxyCore {
     /// Timer C (§16.6 step 11, §16.8) per proxied INVITE, in deadline order (one duration,
     /// so a FIFO suffices); entries of finished branches are skipped when they come up.
     timer_c: VecDeque<(Time, ClientTxId)>,
+    /// When each branch CANCELled by Timer C is given up (64*T1 later). A queue of its own:
+    /// in `timer_c` these deadlines would wait behind the Timer C of every INVITE forwarded
+    /// in the Timer C duration before, and the caller's 408 could come that much late.
+    timer_c_give_up: VecDeque<(Time, ClientTxId)>,
     timer_c_duration: Duration,
     t1_x64: Duration,
     by_server: Map<ServerTxId, ClientTxId>,
@@ -695,6 +699,7 @@ impl ProxyCore {
             record_route,
             links: Map::default(),
             timer_c: VecDeque::new(),
+            timer_c_give_up: VecDeque::new(),
             timer_c_duration: config.timer_c(),
             t1_x64: txn_config.t1_x64(),
             by_server: Map::default(),
@@ -1363,12 +1368,7 @@ impl ProxyCore {
             let Some(link) = self.links.get_mut(&client) else {
                 continue;
             };
-            if link.final_relayed {
-                continue;
-            }
-            if link.timer_c_fired {
-                self.abandon_branch(now, client);
-                self.drain_txn(now);
+            if link.final_relayed || link.timer_c_fired {
                 continue;
             }
             link.timer_c_fired = true;
@@ -1380,14 +1380,31 @@ impl ProxyCore {
             } else {
                 link.cancel_pending = true;
             }
-            self.timer_c.push_back((now + self.t1_x64, client));
+            self.timer_c_give_up.push_back((now + self.t1_x64, client));
             self.drain_txn(now);
+        }
+        while let Some(&(deadline, client)) = self.timer_c_give_up.front() {
+            if deadline > now {
+                break;
+            }
+            self.timer_c_give_up.pop_front();
+            if self
+                .links
+                .get(&client)
+                .is_some_and(|link| !link.final_relayed)
+            {
+                self.abandon_branch(now, client);
+                self.drain_txn(now);
+            }
         }
         // Bounded: finished branches leave their entries behind until their deadline; drop
         // them early if they outnumber what the transaction table can hold.
-        if self.timer_c.len() > self.links.len().max(1024) * 2 {
-            let links = &self.links;
-            self.timer_c.retain(|(_, c)| links.contains_key(c));
+        let most = self.links.len().max(1024) * 2;
+        for queue in [&mut self.timer_c, &mut self.timer_c_give_up] {
+            if queue.len() > most {
+                let links = &self.links;
+                queue.retain(|(_, c)| links.contains_key(c));
+            }
         }
     }
 
@@ -1419,11 +1436,13 @@ impl ProxyCore {
             None
         };
         let timer_c = self.timer_c.front().map(|&(t, _)| t);
+        let timer_c_give_up = self.timer_c_give_up.front().map(|&(t, _)| t);
         [
             head,
             self.txn.poll_timeout(),
             self.admission.get_ref().poll_timeout(),
             timer_c,
+            timer_c_give_up,
             self.hop.poll_timeout(),
         ]
         .into_iter()

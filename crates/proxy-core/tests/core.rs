@@ -689,6 +689,38 @@ fn timer_c_cancels_a_ringing_branch_and_then_gives_up_on_a_silent_next_hop() {
 }
 
 #[test]
+fn timer_c_gives_up_64_t1_after_its_cancel_though_later_invites_wait_on_their_timer_c() {
+    let mut cfg = config();
+    cfg.timer_c_s = 100.0;
+    let mut core = core_with(&cfg);
+    // Two ringing branches whose next hop then goes silent, forwarded 50 s apart: the
+    // first is given up at 100 s + 64*T1, before the second's Timer C at 150 s.
+    for (call, at) in [("g1", Time::ZERO), ("g2", Time::from_secs(50))] {
+        let out = step(&mut core, at, invite(call, 70).as_bytes(), UAC);
+        let fwd = only_to(&out, UAS)[0].clone();
+        step(
+            &mut core,
+            at + Duration::from_millis(1),
+            answer(&fwd, 180, "Ringing").as_bytes(),
+            UAS,
+        );
+    }
+    let mut given_up = Vec::new();
+    while let Some(now) = core.poll_timeout() {
+        if now > Time::from_secs(300) {
+            break;
+        }
+        core.handle_timeout(now);
+        for t in drain(&mut core) {
+            if t.to == addr(UAC) && text(&t).starts_with("SIP/2.0 408 ") && !t.retransmission {
+                given_up.push(now);
+            }
+        }
+    }
+    assert_eq!(given_up, [Time::from_secs(132), Time::from_secs(182)]);
+}
+
+#[test]
 fn timer_c_gives_up_at_once_when_its_cancel_is_unreachable_or_unknown_downstream() {
     let mut cfg = config();
     cfg.timer_c_s = 10.0;
