@@ -13,6 +13,16 @@
 //!
 //! Defaults: `W_0 = 10` (§5.4: "a value in the order of ten works well"); no delay
 //! binding (the paper's plain algorithm; §5.4 found `D = 200 ms` best when used).
+//!
+//! What it cannot do as published: hold a slow RE. The windows are counts that do not
+//! depend on the RE's speed, so `n` SEs keep up to `n·W_0` INVITEs in process, with the
+//! rest of their calls' messages behind them. In front of an RE of 100–300 messages/s
+//! (15–40 calls/s) that is seconds of queue, past Timer A's 500 ms: the SEs retransmit
+//! and goodput falls to 0.05–0.5 of capacity. Of 122 overloaded sampled topologies
+//! (`experiments/sampled-topologies.toml`) it held 0.9 of capacity on none of the 40
+//! with an RE under 300 messages/s, 16 of 42 at 300–1,500 and 29 of 40 above. The delay
+//! binding does not cure it: with `D = 200 ms` four of those topologies went from 0.05,
+//! 0.40, 0.27 and 0.52 to 0.58, 0.48, 0.30 and 0.49.
 
 use super::{advertised, FeedbackGenerator, ReceiverMetrics};
 use crate::active_sources::{ActiveSourceConfig, ActiveSources};
