@@ -307,7 +307,8 @@ struct Link {
     provisional_seen: bool,
     final_relayed: bool,
     cancel_pending: bool,
-    /// Timer C fired once (CANCEL sent); the next firing gives up on the branch.
+    /// Timer C fired (CANCEL sent, or pending until a provisional comes); the branch is
+    /// given up 64*T1 later unless a final response ends it first.
     timer_c_fired: bool,
     /// RE: the upstream neighbour's offer, for the responses relayed to it.
     offer: Option<Offer>,
