@@ -3,11 +3,20 @@
 //! Networks of SIP Servers" (ICNP 2008).
 //!
 //! Each new INVITE is accepted with probability `f` and rejected (503) otherwise. The
-//! CPU load `C_k` is measured every `T_m`; every `T_c` the acceptance probability is
-//! updated multiplicatively from the latest measurement:
+//! CPU load is measured every `T_m`; every `T_c` the acceptance probability is updated
+//! multiplicatively from `C_k`, the load over that control interval:
 //!
 //! `f_{k+1} = f_min` if `φ_k f_k < f_min`; `1` if `φ_k f_k > 1`; `φ_k f_k` otherwise,
 //! with `φ_k = min(C_T / C_k, φ_max)`.
+//!
+//! `C_k` is the mean of the interval's `T_m` measurements (neither paper says how the
+//! measurements of one control interval combine). Acting on the latest `T_m` alone
+//! throws away nine tenths of them, and on a server of a few hundred messages/s one
+//! 100 ms window holds a few dozen services: a Poisson burst at 0.7–0.8 load reads
+//! above `C_T` often enough that OCC turned away 2–8 % of the calls no control carries
+//! (16 of 65 sampled topologies below `C_T`). The mean over the interval gives the same
+//! reading under sustained overload (every window reads 1) and lags a load step by at
+//! most one `T_c`.
 //!
 //! Messages are not queued by the policy (Kamailio forwarded them synchronously). A
 //! measured load of zero means no load and takes the largest increase `φ_max`.
@@ -69,6 +78,9 @@ pub struct LocalOcc {
     meter: CpuMeter,
     next_measure: Time,
     next_control: Time,
+    /// Sum and count of the `T_m` measurements since the last control step.
+    interval_load_sum: f64,
+    interval_measurements: u32,
     fraction: f64,
     rng: ChaCha8Rng,
     rejected: u64,
@@ -88,6 +100,8 @@ impl LocalOcc {
             meter: CpuMeter::new(now),
             next_measure: now + measurement_interval,
             next_control: now + control_interval,
+            interval_load_sum: 0.0,
+            interval_measurements: 0,
             fraction: 1.0,
             rng: ChaCha8Rng::seed_from_u64(seed),
             rejected: 0,
@@ -99,7 +113,7 @@ impl LocalOcc {
         self.fraction
     }
 
-    /// The latest CPU load measurement.
+    /// The latest `T_m` CPU load measurement.
     pub fn cpu_load(&self) -> Option<f64> {
         self.meter.last()
     }
@@ -134,11 +148,22 @@ impl LocalAdmission for LocalOcc {
     }
     fn handle_timeout(&mut self, now: Time) {
         if now >= self.next_measure {
-            self.meter.close(now);
+            if let Some(load) = self.meter.close(now) {
+                self.interval_load_sum += load;
+                self.interval_measurements += 1;
+            }
             self.next_measure = now + self.measurement_interval;
         }
         if now >= self.next_control {
-            if let Some(load) = self.meter.last() {
+            // An interval without a measurement of its own keeps acting on the last one.
+            let load = if self.interval_measurements > 0 {
+                Some(self.interval_load_sum / f64::from(self.interval_measurements))
+            } else {
+                self.meter.last()
+            };
+            self.interval_load_sum = 0.0;
+            self.interval_measurements = 0;
+            if let Some(load) = load {
                 self.fraction = occupancy_fraction_step(
                     self.fraction,
                     load,
@@ -201,7 +226,7 @@ mod tests {
     }
 
     #[test]
-    fn uses_the_latest_measurement_from_completions() {
+    fn acts_on_the_mean_load_of_the_control_interval_not_its_latest_window() {
         let mut o = LocalOcc::new(&OccConfig::default(), 1, Time::ZERO);
         let done = |ms| Completion {
             message: MessageSummary::other_request(None),
@@ -209,16 +234,23 @@ mod tests {
             queueing_delay: Duration::ZERO,
             session_accepted: false,
         };
+        // Nine windows at 0.8, then one fully busy: the latest window reads 1, the
+        // interval 0.82, under C_T = 0.9, so nothing is rejected.
         for k in 1..=10u64 {
-            // Fully busy in the last window only; earlier windows idle.
-            if k == 10 {
-                o.on_processed(Time::from_millis(950), &done(100));
-            }
+            let busy = if k == 10 { 100 } else { 80 };
+            o.on_processed(Time::from_millis(k * 100 - 50), &done(busy));
             o.handle_timeout(Time::from_millis(k * 100));
         }
         assert!((o.cpu_load().unwrap() - 1.0).abs() < 1e-12);
-        assert!((o.fraction() - 0.9).abs() < 1e-12);
-        assert_eq!(o.poll_timeout(), Some(Time::from_millis(1100)));
+        assert!((o.fraction() - 1.0).abs() < 1e-12);
+        // An interval at 0.95 on average: f = 0.9 / 0.95.
+        for k in 11..=20u64 {
+            let busy = if k % 2 == 0 { 100 } else { 90 };
+            o.on_processed(Time::from_millis(k * 100 - 50), &done(busy));
+            o.handle_timeout(Time::from_millis(k * 100));
+        }
+        assert!((o.fraction() - 0.9 / 0.95).abs() < 1e-12);
+        assert_eq!(o.poll_timeout(), Some(Time::from_millis(2100)));
     }
 
     #[test]
