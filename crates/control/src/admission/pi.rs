@@ -55,6 +55,27 @@
 //! worth (at least one INVITE), so an idle worker cannot bank a burst. See
 //! [`DrainController`] for the driver sequence.
 //!
+//! **What it cannot do as published: tell a burst from overload on a slow server.** The
+//! CPU loop acts on the load filtered over `τ_c = 0.1 s`, and with `K_pc = 3.5` a
+//! stretch of that length at full load already rejects a third of the INVITEs drained.
+//! A server of a few hundred messages/s serves a few dozen messages in that time, and
+//! Poisson arrivals well below capacity keep it fully busy for that long often: on 17 of
+//! 65 sampled topologies below `C_T` the PI turned away 2–9 % of the calls no control
+//! carries (servers of 100–650 messages/s at 0.6–0.83x, and of 1,000–3,400 messages/s at
+//! 0.86–0.89x, where the load is within the filter's noise of `C_T`). A longer filter
+//! averages the bursts out but slows the loop on the same servers, whose INVITE queue
+//! then fills with seconds of work before the first rejection. On those 17 topologies
+//! and on the 61 overloaded ones (1x–10x) with a server under 700 messages/s, goodput
+//! within 2 % of no control's below `C_T`, and at least 0.9 of `g_opt(r)` in overload:
+//!
+//! | `τ_c` | no harm (of 17) | overload held (of 61) |
+//! |---|---|---|
+//! | 0.1 s (the paper's) | 0 | 49 |
+//! | 0.5 s | 13 | 32 |
+//! | 1 s | 15 | 24 |
+//!
+//! No single `τ_c` serves both, so the default stays the paper's.
+//!
 //! Defaults: `T̄_q = 50 ms`, `τ = τ_c = 0.1 s` (§IV-B); 10 ms sampling and
 //! `q_M = 800` INVITEs (§V); gains `θ̄_1 = [K_pc, K_ic, K_pq, K_iq] = [3.5, 10.3, 19.2,
 //! 130.5]` (§VII, from the Extremum Seeking run of §VI-C). The paper does not state the
