@@ -310,6 +310,10 @@ struct Link {
     /// Timer C fired (CANCEL sent, or pending until a provisional comes); the branch is
     /// given up 64*T1 later unless a final response ends it first.
     timer_c_fired: bool,
+    /// When this branch's Timer C fires: set on forwarding, reset by each provisional
+    /// other than 100 (§16.7 step 2). Earlier entries for it in the Timer C queue are
+    /// stale.
+    timer_c_at: Time,
     /// RE: the upstream neighbour's offer, for the responses relayed to it.
     offer: Option<Offer>,
     /// SE: the next hop whose fuzzy window counts this INVITE in transit, until the first
@@ -422,7 +426,8 @@ pub struct ProxyCore {
     record_route: Vec<u8>,
     links: Map<ClientTxId, Link>,
     /// Timer C (§16.6 step 11, §16.8) per proxied INVITE, in deadline order (one duration,
-    /// so a FIFO suffices); entries of finished branches are skipped when they come up.
+    /// so a FIFO suffices); entries of finished branches, and those a provisional has
+    /// since reset, are skipped when they come up.
     timer_c: VecDeque<(Time, ClientTxId)>,
     /// When each branch CANCELled by Timer C is given up (64*T1 later). A queue of its own:
     /// in `timer_c` these deadlines would wait behind the Timer C of every INVITE forwarded
@@ -1369,7 +1374,7 @@ impl ProxyCore {
             let Some(link) = self.links.get_mut(&client) else {
                 continue;
             };
-            if link.final_relayed || link.timer_c_fired {
+            if link.final_relayed || link.timer_c_fired || link.timer_c_at != deadline {
                 continue;
             }
             link.timer_c_fired = true;
@@ -1401,11 +1406,13 @@ impl ProxyCore {
         // Bounded: finished branches leave their entries behind until their deadline; drop
         // them early if they outnumber what the transaction table can hold.
         let most = self.links.len().max(1024) * 2;
-        for queue in [&mut self.timer_c, &mut self.timer_c_give_up] {
-            if queue.len() > most {
-                let links = &self.links;
-                queue.retain(|(_, c)| links.contains_key(c));
-            }
+        let links = &self.links;
+        if self.timer_c.len() > most {
+            self.timer_c
+                .retain(|(at, c)| links.get(c).is_some_and(|l| l.timer_c_at == *at));
+        }
+        if self.timer_c_give_up.len() > most {
+            self.timer_c_give_up.retain(|(_, c)| links.contains_key(c));
         }
     }
 
@@ -2251,6 +2258,7 @@ impl ProxyCore {
                         final_relayed: false,
                         cancel_pending: false,
                         timer_c_fired: false,
+                        timer_c_at: now + self.timer_c_duration,
                         offer: self.cur_offer.clone(),
                         in_transit_to,
                         arrived: self.cur_arrived,
@@ -2308,6 +2316,15 @@ impl ProxyCore {
             if status == 100 {
                 // Hop by hop (§16.7 step 5): not relayed.
                 return;
+            }
+            // §16.7 step 2: a provisional other than 100 resets Timer C, so a callee still
+            // ringing is not CANCELled while it keeps saying so.
+            if !link.timer_c_fired
+                && !link.final_relayed
+                && link.request.method() == Some(&Method::Invite)
+            {
+                link.timer_c_at = now + self.timer_c_duration;
+                self.timer_c.push_back((link.timer_c_at, client));
             }
         } else {
             let first_final = !std::mem::replace(&mut link.final_relayed, true);

@@ -680,9 +680,10 @@ fn timer_c_cancels_a_ringing_branch_and_then_gives_up_on_a_silent_next_hop() {
             }
         }
     }
-    // Timer C at 10 s sends the CANCEL; 64*T1 later the branch is abandoned with a 408.
-    assert_eq!(cancel_at, Some(Time::from_secs(10)));
-    assert_eq!(first_408_at, Some(Time::from_secs(42)));
+    // Timer C, reset by the 180 at 1 ms, sends the CANCEL 10 s later; 64*T1 after that
+    // the branch is abandoned with a 408.
+    assert_eq!(cancel_at, Some(Time::from_millis(10_001)));
+    assert_eq!(first_408_at, Some(Time::from_millis(42_001)));
     let s = core.stats(now);
     assert_eq!((s.timer_c_cancels, s.timer_c_abandoned), (1, 1));
     assert_eq!(s.pending_requests, 0);
@@ -693,8 +694,9 @@ fn timer_c_gives_up_64_t1_after_its_cancel_though_later_invites_wait_on_their_ti
     let mut cfg = config();
     cfg.timer_c_s = 100.0;
     let mut core = core_with(&cfg);
-    // Two ringing branches whose next hop then goes silent, forwarded 50 s apart: the
-    // first is given up at 100 s + 64*T1, before the second's Timer C at 150 s.
+    // Two ringing branches whose next hop then goes silent, forwarded 50 s apart and
+    // ringing 1 ms later: the first is given up at 100.001 s + 64*T1, before the second's
+    // Timer C at 150.001 s.
     for (call, at) in [("g1", Time::ZERO), ("g2", Time::from_secs(50))] {
         let out = step(&mut core, at, invite(call, 70).as_bytes(), UAC);
         let fwd = only_to(&out, UAS)[0].clone();
@@ -717,7 +719,53 @@ fn timer_c_gives_up_64_t1_after_its_cancel_though_later_invites_wait_on_their_ti
             }
         }
     }
-    assert_eq!(given_up, [Time::from_secs(132), Time::from_secs(182)]);
+    assert_eq!(
+        given_up,
+        [Time::from_millis(132_001), Time::from_millis(182_001)]
+    );
+}
+
+#[test]
+fn each_provisional_but_100_resets_timer_c_so_a_callee_still_ringing_is_not_cancelled() {
+    let mut cfg = config();
+    cfg.timer_c_s = 100.0;
+    let mut core = core_with(&cfg);
+    let out = step(&mut core, Time::ZERO, invite("r1", 70).as_bytes(), UAC);
+    let fwd = only_to(&out, UAS)[0].clone();
+    // §16.7 step 2: 180 at 1 s and 183 at 90 s reset Timer C; a 100 at 150 s does not.
+    for (at_ms, status, reason) in [
+        (1_000, 180, "Ringing"),
+        (90_000, 183, "Session Progress"),
+        (150_000, 100, "Trying"),
+    ] {
+        step(
+            &mut core,
+            Time::from_millis(at_ms),
+            answer(&fwd, status, reason).as_bytes(),
+            UAS,
+        );
+    }
+    let mut cancelled = Vec::new();
+    let mut given_up = Vec::new();
+    while let Some(now) = core.poll_timeout() {
+        if now > Time::from_secs(400) {
+            break;
+        }
+        core.handle_timeout(now);
+        for t in drain(&mut core) {
+            if t.retransmission {
+                continue;
+            }
+            if t.to == addr(UAS) && text(&t).starts_with("CANCEL ") {
+                cancelled.push(now);
+            }
+            if t.to == addr(UAC) && text(&t).starts_with("SIP/2.0 408 ") {
+                given_up.push(now);
+            }
+        }
+    }
+    assert_eq!(cancelled, [Time::from_secs(190)]);
+    assert_eq!(given_up, [Time::from_secs(222)]);
 }
 
 #[test]

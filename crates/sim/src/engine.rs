@@ -307,8 +307,9 @@ impl Engine {
                 Time::from_secs_f64(sc.duration_s),
             ),
             secs(sc.call.setup_deadline_s).as_nanos() as u64,
-            // A proxy may hold an INVITE it admitted until its Timer C fires and then wait
-            // 64·T1 for the CANCEL's answer before it gives up with 408.
+            // A proxy may hold an INVITE it admitted until its Timer C fires (counted from
+            // the last provisional it relayed) and then wait 64·T1 for the CANCEL's answer
+            // before it gives up with 408; a second for the way back.
             (sc.se.timer_c().max(sc.re.timer_c())
                 + sc.se
                     .sip

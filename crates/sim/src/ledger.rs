@@ -40,6 +40,9 @@ pub(crate) struct CallRec {
     /// Post-dial delay: first INVITE sent → first 2xx at the caller, microseconds (fits
     /// in the record's padding).
     pub pdd_us: u32,
+    /// Latest provisional at the caller, milliseconds after the start: every proxy on the
+    /// path held the INVITE by then, and last started (or reset) its Timer C no later.
+    pub provisional_ms: u32,
 }
 
 /// Integrates a piecewise-constant level over the window and over 1 s bins.
@@ -98,8 +101,8 @@ pub(crate) struct Ledger {
     pub calls: Vec<CallRec>,
     window: (u64, u64),
     deadline_ns: u64,
-    /// How long after its start an admitted call must have had its final response: a
-    /// proxy's Timer C, 64·T1 for its CANCEL, and a second for the way back.
+    /// How long after its latest provisional at the caller an admitted call must have had
+    /// its final response: a proxy's Timer C, 64·T1 for its CANCEL, and the way back.
     answer_within_ns: u64,
     needs_trying: bool,
     sources: usize,
@@ -204,6 +207,7 @@ impl Ledger {
             source: source as u16,
             flags: 0,
             pdd_us: 0,
+            provisional_ms: 0,
         });
         if self.series {
             if let Some(b) = self.bin_of(now) {
@@ -231,6 +235,15 @@ impl Ledger {
                 true
             }
             _ => false,
+        }
+    }
+
+    /// The caller received a provisional response of `call`: it is admitted.
+    pub fn provisional(&mut self, now: Time, call: u32) {
+        if let Some(c) = self.calls.get_mut(call as usize) {
+            c.flags |= flag::ADMITTED_AT_CALLER;
+            let ms = now.as_nanos().saturating_sub(c.start.as_nanos()) / 1_000_000;
+            c.provisional_ms = u32::try_from(ms).unwrap_or(u32::MAX);
         }
     }
 
@@ -484,8 +497,9 @@ impl Ledger {
         r.refusals.malformed = self.malformed;
         let answered = flag::ADMITTED_AT_CALLER | flag::FINAL_AT_CALLER;
         for c in &self.calls {
-            if c.start.as_nanos() + self.answer_within_ns > end.as_nanos()
-                || c.flags & flag::ADMITTED_AT_CALLER == 0
+            let provisional_ns = c.start.as_nanos() + u64::from(c.provisional_ms) * 1_000_000;
+            if c.flags & flag::ADMITTED_AT_CALLER == 0
+                || provisional_ns + self.answer_within_ns > end.as_nanos()
             {
                 continue;
             }
@@ -550,5 +564,46 @@ impl Ledger {
                     .collect(),
             });
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Unanswered admitted calls, and those checked, in a run ending at `end_ms`.
+    fn unanswered_at(ledger: &Ledger, end_ms: u64) -> (u64, u64) {
+        let mut l = ledger.clone();
+        let mut r = RunReport::default();
+        l.finish(Time::from_millis(end_ms), 1.0, &["UA1".to_string()], &mut r);
+        (r.admitted_unanswered, r.admitted_checked)
+    }
+
+    #[test]
+    fn an_admitted_call_is_held_to_its_answer_from_its_latest_provisional_at_the_caller() {
+        let within_ms = 213_000;
+        let mut l = Ledger::new(
+            1,
+            (Time::ZERO, Time::from_secs(600)),
+            10_000_000_000,
+            within_ms * 1_000_000,
+            false,
+            false,
+            false,
+        );
+        // Admitted at 1 s, ringing again at 40 s (which resets Timer C), never answered.
+        let ringing = l.new_call(Time::ZERO, 0, 0);
+        l.provisional(Time::from_secs(1), ringing);
+        l.provisional(Time::from_secs(40), ringing);
+        // Admitted at 2 s and answered.
+        let answered = l.new_call(Time::ZERO, 0, 0);
+        l.provisional(Time::from_secs(2), answered);
+        l.mark(answered, flag::FINAL_AT_CALLER);
+        // Never admitted: not the proxies' to answer.
+        l.new_call(Time::ZERO, 0, 0);
+        assert_eq!(unanswered_at(&l, 2_000 + within_ms - 1), (0, 0));
+        assert_eq!(unanswered_at(&l, 2_000 + within_ms), (0, 1));
+        assert_eq!(unanswered_at(&l, 40_000 + within_ms - 1), (0, 1));
+        assert_eq!(unanswered_at(&l, 40_000 + within_ms), (1, 2));
     }
 }

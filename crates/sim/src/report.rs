@@ -36,10 +36,11 @@ pub struct RunReport {
     pub calls_rejected: u64,
     /// The rest: timed out, lost a setup message, or too slow.
     pub calls_failed_other: u64,
-    /// Calls of the whole run (old enough for every proxy timer to have run out: Timer C
-    /// and 64·T1 after it) whose
-    /// INVITE a proxy admitted, a provisional response reaching the caller, but which
-    /// never got a final response. Every proxy must answer what it admits: this is 0.
+    /// Calls of the whole run whose INVITE a proxy admitted, a provisional response
+    /// reaching the caller, but which never got a final response, counted once every proxy
+    /// timer has run out since the caller's latest provisional (Timer C, which each
+    /// provisional but 100 resets, and 64·T1 after it). Every proxy must answer what it
+    /// admits: this is 0.
     pub admitted_unanswered: u64,
     /// The admitted calls old enough to be checked for that.
     pub admitted_checked: u64,

@@ -143,14 +143,11 @@ impl Tu for Caller {
                 let Some((call, status)) = invite_response(&response) else {
                     return;
                 };
-                cx.ledger.mark(
-                    call,
-                    if status < 200 {
-                        flag::ADMITTED_AT_CALLER
-                    } else {
-                        flag::FINAL_AT_CALLER
-                    },
-                );
+                if status < 200 {
+                    cx.ledger.provisional(cx.now, call);
+                } else {
+                    cx.ledger.mark(call, flag::FINAL_AT_CALLER);
+                }
                 match status {
                     180..=199 => {
                         cx.ledger.mark(call, flag::RINGING_AT_CALLER);
