@@ -91,7 +91,8 @@ pub struct ProxyConfig {
     /// RFC 3261's timer values for this proxy's transactions.
     pub sip: SipTimers,
     /// Timer C (RFC 3261 §16.6 step 11): an INVITE branch with no final response this long
-    /// after it was forwarded is CANCELled. "Greater than 3 minutes" in the RFC.
+    /// after it was forwarded, or after its latest provisional other than 100 (§16.7
+    /// step 2), is CANCELled. "Greater than 3 minutes" in the RFC.
     pub timer_c_s: f64,
     /// Datagrams larger than this are dropped (and counted) before parsing. 8 KiB: RFC 3261
     /// §18.1.1 sends a request within 200 bytes of the path MTU (1,300 bytes on Ethernet)
