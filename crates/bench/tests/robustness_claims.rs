@@ -423,6 +423,41 @@ scenario = { re = { control = { algorithm = "win-cont" } } }
 }
 
 #[test]
+fn in_front_of_a_slow_re_with_seconds_of_queue_the_fuzzy_window_reads_its_wait() {
+    // Five SEs at 6.3x of an RE of 149 messages/s whose queue of 753 messages holds five
+    // seconds of work. Reported as its share of the queue's room, memory read Low (under
+    // 0.1) while the INVITEs already waited past T1: the windows kept growing, every SE
+    // retransmitted, and goodput was 0. Read as the wait against T1, it holds capacity.
+    let r = runs(
+        r#"
+name = "slow-re-long-queue"
+title = "the fuzzy window in front of a slow RE with a long queue"
+[base]
+duration_s = 100
+warmup_s = 60
+call = { holding_time_s = 45.9 }
+link = { delay_ms = 10.53 }
+re = { cost_forward_us = 6720.43, cost_reject_us = 1120.07, queue_capacity = 753, invite_queue_capacity = 753, control = { backstop = true, queue_bounded_budget = true, lend_unused_share = true }, overload = { server = { window_acks = true } } }
+se = { overload = { client = { feed_forward = true } } }
+sources = [{ name = "UA1", share = 0.225 }, { name = "UA2", share = 0.810 }, { name = "UA3", share = 0.974 }, { name = "UA4", share = 0.599 }, { name = "UA5", share = 0.193 }]
+[sweep]
+seeds = [1956360274815195323]
+offered_load = [6.2914]
+[[variant]]
+label = "none"
+scenario = { re = { control = { algorithm = "none" } } }
+[[variant]]
+label = "fuzzy"
+scenario = { re = { control = { algorithm = "fuzzy" } } }
+"#,
+    );
+    assert!(of(&r, "none").goodput < 0.1, "{}", of(&r, "none").goodput);
+    let fuzzy = of(&r, "fuzzy");
+    assert!(fuzzy.goodput >= 0.9, "fuzzy: {}", fuzzy.goodput);
+    assert!(fuzzy.retrans_ratio < 0.01, "{}", fuzzy.retrans_ratio);
+}
+
+#[test]
 fn over_lossy_links_a_retransmitted_count_does_not_shut_the_windows() {
     // One SE at 0.8x, links losing 2 % a hop. A transaction's retransmission carries the
     // count of sessions sent when it was first sent; echoed as the latest, it told the SE

@@ -1147,7 +1147,7 @@ impl ProxyCore {
             .queue_peak
             .max(self.queue.len() + self.invite_queue.len());
         self.hop.on_queue(now, self.occupancy_now);
-        self.hop.on_memory(now, self.memory_occupancy());
+        self.hop.on_memory(now, self.memory_occupancy(now));
         self.admission.get().on_queue(now, self.occupancy_now);
         self.record_queue(now);
         self.release_held(now);
@@ -1251,8 +1251,17 @@ impl ProxyCore {
     /// the transactions against the table limit, and the bytes held against the memory
     /// budget. The memory occupancy the fuzzy window's RE reports: overload fills the
     /// queue first, and the other two are what the table headroom guards.
-    fn memory_occupancy(&self) -> f64 {
+    fn memory_occupancy(&self, now: Time) -> f64 {
         let fill = |used: usize, limit: usize| used as f64 / limit.max(1) as f64;
+        // A queue holding T1 of waiting is as full as one at its capacity: past it every
+        // caller retransmits, whatever share of the queue's room it takes.
+        let oldest = [self.queue.front(), self.invite_queue.front()]
+            .into_iter()
+            .flatten()
+            .map(|q| now.saturating_since(q.arrived))
+            .max()
+            .unwrap_or_default();
+        let waited = oldest.as_secs_f64() / self.txn.config().t1.as_secs_f64().max(1e-3);
         let queue_limit = self.queue_capacity
             + if self.split {
                 self.invite_queue_capacity
@@ -1262,6 +1271,7 @@ impl ProxyCore {
         fill(self.queue.len() + self.invite_queue.len(), queue_limit)
             .max(fill(self.txn.len(), self.txn.config().max_transactions))
             .max(fill(self.bytes_in_use(), self.memory_budget))
+            .max(waited)
             .min(1.0)
     }
 
@@ -1814,7 +1824,7 @@ impl ProxyCore {
         }
         if changed {
             self.hop.on_queue(now, self.occupancy_now);
-            self.hop.on_memory(now, self.memory_occupancy());
+            self.hop.on_memory(now, self.memory_occupancy(now));
             self.admission.get().on_queue(now, self.occupancy_now);
             self.record_queue(now);
         }
