@@ -1752,7 +1752,18 @@ impl ProxyCore {
                 self.run_background(now, start, done);
                 continue;
             }
-            if let Some(head) = self.queue.front() {
+            // An unpaced drain takes INVITEs in arrival order among the other messages.
+            let invite_first = match (self.queue.front(), self.invite_queue.front()) {
+                (Some(head), Some(invite)) => {
+                    invite.arrived < head.arrived
+                        && self
+                            .admission
+                            .drain_mut()
+                            .is_some_and(|d| d.in_arrival_order())
+                }
+                _ => false,
+            };
+            if let Some(head) = self.queue.front().filter(|_| !invite_first) {
                 let start = self.busy_until.max(head.arrived);
                 let cost = self.cost_of(head);
                 let done = start + cost;

@@ -135,6 +135,12 @@ pub trait DrainController {
     fn next_drain(&self, now: Time) -> Option<Time>;
     /// The INVITE queue's capacity `q_M` the driver should enforce.
     fn max_queue(&self) -> usize;
+    /// Whether the worker should now take INVITEs in their arrival order among the other
+    /// messages, rather than only when no other message waits: while the drain is not
+    /// paced, serving INVITEs behind everything else only delays them.
+    fn in_arrival_order(&self) -> bool {
+        false
+    }
 }
 
 /// No control: admit everything; a full queue drops (in the driver).

@@ -51,6 +51,12 @@
 //! over from the rate the worker was draining at, with no bump. `work_conserving =
 //! false` is the paper's controller.
 //!
+//! While unpaced the worker also takes INVITEs in their arrival order among the other
+//! messages: the paper's worker takes one only when no other message waits (Kamailio
+//! handles those synchronously, §V), which below the target paces nothing and only
+//! delays every INVITE behind the responses and in-dialog requests (measured: setup p50
+//! 90 ms above no control's at 0.83x on an RE of 3,000 messages/s, with nothing rejected).
+//!
 //! **Draining**: the budget accrues continuously at `u` and is capped at one tick's
 //! worth (at least one INVITE), so an idle worker cannot bank a burst. See
 //! [`DrainController`] for the driver sequence.
@@ -554,6 +560,10 @@ impl DrainController for DualLoopPi {
             self.forwarded += 1;
             Some(AdmissionVerdict::Admit)
         }
+    }
+
+    fn in_arrival_order(&self) -> bool {
+        self.unpaced
     }
 
     fn next_drain(&self, now: Time) -> Option<Time> {
