@@ -371,6 +371,50 @@ scenario = { re = { control = { algorithm = "rate-abs", fairness = "max-min" } }
 }
 
 #[test]
+fn below_capacity_max_min_leaves_the_largest_sender_what_it_offers() {
+    // Nine SEs at 0.76x, the largest offering 22 calls/s of a capacity of 100. With the
+    // others' parts taken of what they sent (75 calls/s) rather than of the rate split
+    // (1.25 times capacity at an empty queue), they kept so much that the largest was
+    // given 14 calls/s and turned away a seventh of its calls.
+    let r = runs(
+        r#"
+name = "nine-unequal"
+title = "rate-abs max-min with nine unequal senders below capacity"
+[base]
+duration_s = 193.2
+warmup_s = 133.2
+call = { holding_time_s = 66.6 }
+link = { delay_ms = 25.21 }
+re = { cost_forward_us = 1416.23, cost_reject_us = 236.04, queue_capacity = 109, control = { backstop = true, queue_bounded_budget = true } }
+sources = [{ name = "UA1", share = 0.203 }, { name = "UA2", share = 0.133 }, { name = "UA3", share = 0.315 }, { name = "UA4", share = 0.618 }, { name = "UA5", share = 0.291 }, { name = "UA6", share = 0.186 }, { name = "UA7", share = 0.112 }, { name = "UA8", share = 0.327 }, { name = "UA9", share = 0.858 }]
+[sweep]
+seeds = [3798073617974502776]
+offered_load = [0.7561]
+[[variant]]
+label = "none"
+scenario = { re = { control = { algorithm = "none" } } }
+[[variant]]
+label = "max-min"
+scenario = { re = { control = { algorithm = "rate-abs", fairness = "max-min" } } }
+"#,
+    );
+    let (none, max_min) = (of(&r, "none"), of(&r, "max-min"));
+    assert!(
+        max_min.goodput >= 0.98 * none.goodput,
+        "{} against {}",
+        max_min.goodput,
+        none.goodput
+    );
+    let largest = &max_min.per_source[8];
+    assert!(
+        largest.goodput_cps >= 0.97 * largest.offered_cps,
+        "the largest sender: {} of {} calls/s",
+        largest.goodput_cps,
+        largest.offered_cps
+    );
+}
+
+#[test]
 fn below_capacity_the_windows_lend_unequal_senders_what_they_offer() {
     // The same four SEs at 0.94x in front of the same short queue: an equal split of a
     // window sized for the queue holds the largest SE to a quarter.

@@ -60,7 +60,14 @@ pub struct Usage {
 /// [`MAX_MIN_HEADROOM`] times that part (never more than its last share); every other
 /// source competes for an equal split of the rest. No source measured yet, or nobody
 /// content: the equal split. Shares sum to 1.
-pub fn max_min_shares(sources: &[Usage]) -> Vec<(NeighbourId, f64)> {
+///
+/// `split_rate`, if known, is the rate the shares divide, in the units of the sources'
+/// rates. A source's part is then of the larger of it and the measured total: below
+/// capacity the sources send less than the RE would take, and as parts of what they send
+/// the content sources held so much that a competing one was throttled below what it
+/// offered (nine SEs at 0.76x: the largest got 0.11 of a 1.25x rate, 14 of its 22
+/// calls/s).
+pub fn max_min_shares(sources: &[Usage], split_rate: Option<f64>) -> Vec<(NeighbourId, f64)> {
     let n = sources.len();
     let equal = || {
         sources
@@ -69,10 +76,11 @@ pub fn max_min_shares(sources: &[Usage]) -> Vec<(NeighbourId, f64)> {
             .collect::<Vec<_>>()
     };
     let valid = |r: Option<f64>| r.filter(|r| r.is_finite() && *r >= 0.0);
-    let total: f64 = sources.iter().filter_map(|u| valid(u.rate)).sum();
-    if n == 0 || !(total > 0.0 && total.is_finite()) {
+    let measured: f64 = sources.iter().filter_map(|u| valid(u.rate)).sum();
+    if n == 0 || !(measured > 0.0 && measured.is_finite()) {
         return equal();
     }
+    let total = measured.max(valid(split_rate).unwrap_or(0.0));
     let content = |u: &Usage| -> Option<f64> {
         let part = valid(u.rate)? / total;
         let share = valid(u.share).unwrap_or(1.0 / n as f64);
@@ -405,22 +413,58 @@ mod tests {
         let third = Some(1.0 / 3.0);
         // One source sends 10 of 100 with a third given: it keeps 12.5 %, the others
         // split the rest.
-        let s = max_min_shares(&usage(&[Some(10.0), Some(45.0), Some(45.0)], &[third; 3]));
+        let s = max_min_shares(
+            &usage(&[Some(10.0), Some(45.0), Some(45.0)], &[third; 3]),
+            None,
+        );
         assert!(close(&values(&s), &[0.125, 0.4375, 0.4375]), "{s:?}");
         // Throttled sources use what they are given: equal stays equal whatever their
         // callers offer (the paper's provider-centric split under overload).
-        let s = max_min_shares(&usage(&[Some(33.0), Some(34.0), Some(33.0)], &[third; 3]));
+        let s = max_min_shares(
+            &usage(&[Some(33.0), Some(34.0), Some(33.0)], &[third; 3]),
+            None,
+        );
         assert!(close(&values(&s), &[1.0 / 3.0; 3]), "{s:?}");
         // Half each given, a quarter used by one: it keeps 1.25 times its quarter.
-        let s = max_min_shares(&usage(&[Some(1.0), Some(3.0)], &[Some(0.5), Some(0.5)]));
+        let s = max_min_shares(
+            &usage(&[Some(1.0), Some(3.0)], &[Some(0.5), Some(0.5)]),
+            None,
+        );
         assert!(close(&values(&s), &[0.3125, 0.6875]), "{s:?}");
         // A content source never gets more than it had, so a throttled source whose
         // traffic dips a little keeps its share.
-        let s = max_min_shares(&usage(&[Some(1.0), Some(9.0)], &[Some(0.118), Some(0.882)]));
+        let s = max_min_shares(
+            &usage(&[Some(1.0), Some(9.0)], &[Some(0.118), Some(0.882)]),
+            None,
+        );
         assert!(close(&values(&s), &[0.118, 0.882]), "{s:?}");
         // Nothing measured, or nonsense: equal.
-        let s = max_min_shares(&usage(&[None, Some(f64::NAN)], &[None, None]));
+        let s = max_min_shares(&usage(&[None, Some(f64::NAN)], &[None, None]), None);
         assert!(close(&values(&s), &[0.5, 0.5]));
+    }
+
+    #[test]
+    fn below_capacity_max_min_parts_are_of_the_rate_split_not_of_what_the_sources_send() {
+        // Three content sources send 10 calls/s each and one 45 (given a quarter each) of
+        // a rate of 125 calls/s. As parts of the 75 sent, the three keep 1.25 * 10/75 each
+        // and the fourth is left half of 125, 62.5 calls/s; as parts of the 125 split,
+        // all four are content and each keeps room over what it sends.
+        let quarter = Some(0.25);
+        let sent = [Some(10.0), Some(10.0), Some(10.0), Some(45.0)];
+        let of_sent = max_min_shares(&usage(&sent, &[quarter; 4]), None);
+        assert!(close(&values(&of_sent)[3..], &[0.5]), "{of_sent:?}");
+        let of_split = max_min_shares(&usage(&sent, &[quarter; 4]), Some(125.0));
+        for ((_, share), rate) in of_split.iter().zip(sent) {
+            assert!(share * 125.0 > 1.2 * rate.unwrap(), "{of_split:?}");
+        }
+        // Past capacity the sources send what they are given, the measured total rules,
+        // and the split is what it was.
+        let throttled = [Some(40.0), Some(42.0), Some(43.0)];
+        let third = Some(1.0 / 3.0);
+        assert_eq!(
+            max_min_shares(&usage(&throttled, &[third; 3]), Some(100.0)),
+            max_min_shares(&usage(&throttled, &[third; 3]), None)
+        );
     }
 
     #[test]

@@ -287,6 +287,12 @@ impl<S> ReceiverCore<S> {
 
     /// Every active source's share under the configured fairness.
     pub fn shares(&mut self, now: Time) -> Vec<(NeighbourId, f64)> {
+        self.shares_of(now, None)
+    }
+
+    /// As [`Self::shares`], for shares of `split_rate` sessions/s: max-min fairness then
+    /// judges the sources' parts against it too (see [`fairness::max_min_shares`]).
+    pub fn shares_of(&mut self, now: Time, split_rate: Option<f64>) -> Vec<(NeighbourId, f64)> {
         self.sources.expire(now);
         if self.fairness == Fairness::MaxMin {
             self.sample_demand(now);
@@ -303,7 +309,7 @@ impl<S> ReceiverCore<S> {
                     }
                 })
                 .collect();
-            let shares = fairness::max_min_shares(&usage);
+            let shares = fairness::max_min_shares(&usage, split_rate);
             for (id, share) in &shares {
                 if let Some(d) = self.demand.get_mut(id) {
                     d.share = Some(*share);

@@ -154,7 +154,7 @@ impl FeedbackGenerator for RateAbs {
         let total = self.total_rate?;
         let share = self
             .core
-            .shares(now)
+            .shares_of(now, Some(total))
             .into_iter()
             .find(|(id, _)| *id == neighbour)?
             .1;
