@@ -50,6 +50,8 @@ pub const MAX_MIN_HEADROOM: f64 = 1.25;
 pub struct Usage {
     pub id: NeighbourId,
     pub rate: Option<f64>,
+    /// The standard deviation of `rate` as an estimate of the source's mean (0 if unknown).
+    pub rate_sd: f64,
     pub share: Option<f64>,
 }
 
@@ -57,8 +59,10 @@ pub struct Usage {
 /// not against the capacity: the RE knows what its sources send, not what their callers
 /// offer, and a throttled source sends exactly its allotment. A source whose part of the
 /// measured traffic is under [`CONTENT_BELOW`] of its last share is content and keeps
-/// [`MAX_MIN_HEADROOM`] times that part (never more than its last share); every other
-/// source competes for an equal split of the rest. No source measured yet, or nobody
+/// [`MAX_MIN_HEADROOM`] times that part, or its rate plus [`POISSON_MARGIN`] standard
+/// deviations of that rate's estimate if that is more (never more than its last share);
+/// every other source competes for an equal split of the rest. The margin is for sources
+/// of a few sessions a second, whose rate measured over a second is often off by half. No source measured yet, or nobody
 /// content: the equal split. Shares sum to 1.
 ///
 /// `split_rate`, if known, is the rate the shares divide, in the units of the sources'
@@ -84,7 +88,13 @@ pub fn max_min_shares(sources: &[Usage], split_rate: Option<f64>) -> Vec<(Neighb
     let content = |u: &Usage| -> Option<f64> {
         let part = valid(u.rate)? / total;
         let share = valid(u.share).unwrap_or(1.0 / n as f64);
-        (part < CONTENT_BELOW * share).then(|| (part * MAX_MIN_HEADROOM).min(share))
+        let margin = if u.rate_sd.is_finite() && u.rate_sd > 0.0 {
+            POISSON_MARGIN * u.rate_sd / total
+        } else {
+            0.0
+        };
+        (part < CONTENT_BELOW * share)
+            .then(|| (part * MAX_MIN_HEADROOM).max(part + margin).min(share))
     };
     let kept: Vec<Option<f64>> = sources.iter().map(content).collect();
     let competing = kept.iter().filter(|k| k.is_none()).count();
@@ -401,6 +411,7 @@ mod tests {
             .zip(shares)
             .enumerate()
             .map(|(i, (rate, share))| Usage {
+                rate_sd: 0.0,
                 id: NeighbourId(i as u32),
                 rate: *rate,
                 share: *share,
@@ -457,6 +468,13 @@ mod tests {
         for ((_, share), rate) in of_split.iter().zip(sent) {
             assert!(share * 125.0 > 1.2 * rate.unwrap(), "{of_split:?}");
         }
+        // A source of 2 calls/s whose estimate has a standard deviation of 1.5 keeps
+        // 2 + 2 * 1.5 calls/s of the 125, not 1.25 * 2.
+        let mut noisy = usage(&sent, &[quarter; 4]);
+        noisy[0].rate = Some(2.0);
+        noisy[0].rate_sd = 1.5;
+        let s = max_min_shares(&noisy, Some(125.0));
+        assert!((s[0].1 - 5.0 / 125.0).abs() < 1e-12, "{s:?}");
         // Past capacity the sources send what they are given, the measured total rules,
         // and the split is what it was.
         let throttled = [Some(40.0), Some(42.0), Some(43.0)];

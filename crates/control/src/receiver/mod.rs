@@ -117,6 +117,14 @@ const DEMAND_INTERVAL: std::time::Duration = std::time::Duration::from_millis(20
 /// Weight of a new rate sample (about a second of memory at 200 ms samples).
 const DEMAND_WEIGHT: f64 = 0.3;
 
+/// The standard deviation of [`Demand::rate`] for a Poisson source of that rate: a sample
+/// of `DEMAND_INTERVAL` has variance `r / Δ`, and the exponential average keeps
+/// `w / (2 − w)` of it.
+fn demand_rate_sd(rate: f64) -> f64 {
+    let per_sample = rate.max(0.0) / DEMAND_INTERVAL.as_secs_f64();
+    (per_sample * DEMAND_WEIGHT / (2.0 - DEMAND_WEIGHT)).sqrt()
+}
+
 impl<S> ReceiverCore<S> {
     pub fn new(
         estimator: &EstimatorConfig,
@@ -302,9 +310,11 @@ impl<S> ReceiverCore<S> {
                 .iter()
                 .map(|(id, _)| {
                     let d = demand.get(&id);
+                    let rate = d.and_then(|d| d.rate);
                     fairness::Usage {
                         id,
-                        rate: d.and_then(|d| d.rate),
+                        rate,
+                        rate_sd: rate.map_or(0.0, demand_rate_sd),
                         share: d.and_then(|d| d.share),
                     }
                 })
