@@ -62,8 +62,8 @@ pub struct Usage {
 /// [`MAX_MIN_HEADROOM`] times that part, or its rate plus [`POISSON_MARGIN`] standard
 /// deviations of that rate's estimate if that is more (never more than its last share);
 /// every other source competes for an equal split of the rest. The margin is for sources
-/// of a few sessions a second, whose rate measured over a second is often off by half. No source measured yet, or nobody
-/// content: the equal split. Shares sum to 1.
+/// of a few sessions a second, whose rate measured over a second is often off by half.
+/// No source measured yet, or nobody content: the equal split. Shares sum to 1.
 ///
 /// `split_rate`, if known, is the rate the shares divide, in the units of the sources'
 /// rates. A source's part is then of the larger of it and the measured total: below

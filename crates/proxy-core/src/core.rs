@@ -1413,8 +1413,14 @@ impl ProxyCore {
                 self.drain_txn(now);
             }
         }
-        // Bounded: finished branches leave their entries behind until their deadline; drop
-        // them early if they outnumber what the transaction table can hold.
+        self.bound_timer_c_queues();
+    }
+
+    /// Finished branches, and Timer C deadlines a provisional has since reset, leave their
+    /// entries behind until they come up; drop them early once they outnumber what the
+    /// link table can hold, so neither queue outgrows it (a next hop sending 180s as fast
+    /// as it can adds one entry each). Amortised: a trim leaves at most one entry a link.
+    fn bound_timer_c_queues(&mut self) {
         let most = self.links.len().max(1024) * 2;
         let links = &self.links;
         if self.timer_c.len() > most {
@@ -2374,6 +2380,9 @@ impl ProxyCore {
         );
         if self.txn.respond_bytes(now, server, status, bytes).is_ok() {
             self.stats.forwarded_responses += 1;
+        }
+        if status < 200 {
+            self.bound_timer_c_queues();
         }
     }
 
