@@ -186,6 +186,9 @@ pub struct CoreStats {
     /// error, ICMP unreachable) or the next hop answered it 481 (it has no such INVITE,
     /// e.g. it restarted): no final response can come then.
     pub timer_c_abandoned: u64,
+    /// Gauge: Timer C deadlines queued, those a provisional has since superseded included.
+    /// Trimmed to at most twice the larger of the forwarded requests in progress and 1,024.
+    pub timer_c_queued: usize,
     /// 500 sent upstream after a transport error towards the next hop: §16.9 makes the
     /// error a 503 from that branch, and §16.7 step 6 answers a lone 503 with 500, since
     /// forwarding it would say this proxy, not one next hop, cannot serve requests.
@@ -1563,6 +1566,7 @@ impl ProxyCore {
         s.bytes_in_use = self.bytes_in_use();
         s.dialog_peers_evicted = self.dialog_peers.evicted;
         s.held = self.held.len();
+        s.timer_c_queued = self.timer_c.len() + self.timer_c_give_up.len();
         s.tcp_aliases = self.aliases.len();
         s
     }

@@ -402,7 +402,11 @@ pub(crate) fn status_json(
             "500_transport": s.transport_500,
             "cancel_200": s.cancels,
         },
-        "timer_c": {"cancels": s.timer_c_cancels, "abandoned": s.timer_c_abandoned},
+        "timer_c": {
+            "cancels": s.timer_c_cancels,
+            "abandoned": s.timer_c_abandoned,
+            "queued": s.timer_c_queued,
+        },
         "retransmissions_seen": s.retransmissions_seen(),
         "retransmissions_sent": s.retransmissions_sent(),
         "send_errors": s.send_errors,
@@ -809,6 +813,12 @@ pub(crate) fn render_metrics(s: &Snapshot) -> String {
         "timer_c_cancels",
         "INVITE branches cancelled by Timer C",
         st.timer_c_cancels,
+    );
+    gauge(
+        &mut reg,
+        "timer_c_queued",
+        "Timer C deadlines queued, including those a provisional response has since reset",
+        st.timer_c_queued as f64,
     );
     counter(
         &mut reg,

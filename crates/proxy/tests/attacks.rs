@@ -273,6 +273,69 @@ fn a_stray_response_is_not_relayed_to_the_address_its_vias_name() {
     assert_eq!(report.stats.dropped_stray_responses, 2);
 }
 
+/// The next hop answers a forwarded INVITE with 180s as fast as it can. Each one re-arms
+/// Timer C (RFC 3261 §16.7 step 2) and is relayed, as it must be; the deadlines it
+/// supersedes are trimmed as they come, not left to wait for Timer C (181 s) to fire.
+#[test]
+fn a_next_hop_flooding_180s_leaves_the_timer_c_queue_bounded_and_the_call_answered() {
+    let callee = socket(localhost0());
+    let proxy = Running::start(config(Some(callee.local_addr().unwrap())));
+    let caller = socket(localhost0());
+    let from = caller.local_addr().unwrap();
+    let invite = request("INVITE", "sip:target@example.com", from, "ringing", "");
+    caller.send_to(invite.as_bytes(), proxy.addr).unwrap();
+    let mut buf = vec![0u8; 65_536];
+    let (n, _) = callee.recv_from(&mut buf).unwrap();
+    let forwarded = String::from_utf8_lossy(&buf[..n]).into_owned();
+    // A response to the forwarded INVITE: its Vias, From, Call-ID and CSeq, a To tag.
+    let answer = |status: &str| {
+        let mut lines = vec![format!("SIP/2.0 {status}")];
+        for line in forwarded.lines().skip(1) {
+            if line.is_empty() {
+                break;
+            }
+            let name = line.split(':').next().unwrap_or("").to_ascii_lowercase();
+            match name.as_str() {
+                "via" | "from" | "call-id" | "cseq" => lines.push(line.to_string()),
+                "to" => lines.push(format!("{line};tag=callee")),
+                _ => {}
+            }
+        }
+        lines.push("Content-Length: 0\r\n\r\n".to_string());
+        lines.join("\r\n")
+    };
+    let ringing = answer("180 Ringing");
+    const FLOOD: usize = 20_000;
+    for i in 0..FLOOD {
+        callee.send_to(ringing.as_bytes(), proxy.addr).unwrap();
+        // Now and then let the proxy catch up, so that most of the flood is read.
+        if i % 200 == 199 {
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    callee
+        .send_to(answer("200 OK").as_bytes(), proxy.addr)
+        .unwrap();
+    let at_caller = drain(&caller, Duration::from_millis(500));
+    let report = proxy.finish();
+    let relayed_180s = report.stats.forwarded_responses.saturating_sub(1);
+    eprintln!(
+        "{relayed_180s} 180s relayed; Timer C queue at the end {}",
+        report.stats.timer_c_queued
+    );
+    // Enough of the flood got through to have outgrown the bound several times over.
+    assert!(relayed_180s > 8 * 1024, "{:?}", report.stats);
+    assert!(
+        report.stats.timer_c_queued <= 2 * 1024,
+        "{:?}",
+        report.stats
+    );
+    assert_eq!(report.stats.timer_c_cancels, 0);
+    let statuses: Vec<u16> = at_caller.iter().filter_map(|m| status_of(m)).collect();
+    assert_eq!(statuses.last(), Some(&200), "{} answers", statuses.len());
+}
+
 #[test]
 fn a_request_whose_body_is_shorter_than_its_content_length_gets_400() {
     let proxy = Running::start(config(Some(localhost0())));
