@@ -305,8 +305,7 @@ fn a_next_hop_flooding_180s_leaves_the_timer_c_queue_bounded_and_the_call_answer
         lines.join("\r\n")
     };
     let ringing = answer("180 Ringing");
-    const FLOOD: usize = 20_000;
-    for i in 0..FLOOD {
+    for i in 0..20_000 {
         callee.send_to(ringing.as_bytes(), proxy.addr).unwrap();
         // Now and then let the proxy catch up, so that most of the flood is read.
         if i % 200 == 199 {
