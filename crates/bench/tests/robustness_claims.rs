@@ -581,6 +581,59 @@ scenario = { re = { control = { algorithm = "fuzzy" } } }
 }
 
 #[test]
+fn behind_the_fuzzy_window_the_work_mark_keeps_a_slow_re_from_collapse() {
+    // Six SEs at 7.5x of an RE of 158 messages/s with a queue of 562 (3.6 s of work). The
+    // window's floor of one INVITE per SE overruns it; with no backstop it collapses, and
+    // with marks in messages alone (as RED's are) its queue still holds seconds past T1.
+    // The work mark rejects at half of T1 instead.
+    let r = runs(
+        r#"
+name = "fuzzy-slow-re"
+title = "the fuzzy window's backstop in front of a slow RE"
+[base]
+duration_s = 230.6
+warmup_s = 170.6
+call = { holding_time_s = 85.3 }
+link = { delay_ms = 15.6, loss = 0.00035 }
+re = { cost_forward_us = 6333.12, cost_reject_us = 1055.52, queue_capacity = 562, invite_queue_capacity = 562, control = { algorithm = "fuzzy", backstop = true, queue_bounded_budget = true, lend_unused_share = true }, overload = { server = { window_acks = true } } }
+se = { overload = { client = { feed_forward = true } } }
+sources = [{ name = "UA1", share = 0.174 }, { name = "UA2", share = 0.403 }, { name = "UA3", share = 0.151 }, { name = "UA4", share = 0.354 }, { name = "UA5", share = 0.116 }, { name = "UA6", share = 0.381 }]
+[sweep]
+seeds = [6359383309128601227]
+offered_load = [7.5248]
+[[variant]]
+label = "no backstop"
+scenario = { re = { control = { backstop = false } } }
+[[variant]]
+label = "marks only"
+scenario = { re = { control = { backstop_work_ms = 0 } } }
+[[variant]]
+label = "work mark"
+scenario = { re = { control = {} } }
+"#,
+    );
+    let no_backstop = of(&r, "no backstop");
+    let marks = of(&r, "marks only");
+    let work = of(&r, "work mark");
+    assert!(
+        no_backstop.goodput < 0.1,
+        "no backstop: {}",
+        no_backstop.goodput
+    );
+    assert!(
+        marks.retrans_ratio > 0.1,
+        "marks only: {}",
+        marks.retrans_ratio
+    );
+    assert!(work.goodput >= 0.9, "work mark: {}", work.goodput);
+    assert!(
+        work.retrans_ratio < 0.01,
+        "work mark: {}",
+        work.retrans_ratio
+    );
+}
+
+#[test]
 fn over_lossy_links_a_retransmitted_count_does_not_shut_the_windows() {
     // One SE at 0.8x, links losing 2 % a hop. A transaction's retransmission carries the
     // count of sessions sent when it was first sent; echoed as the latest, it told the SE

@@ -86,8 +86,12 @@ pub enum Algorithm {
     #[serde(rename = "latency-bucket")]
     LatencyBucket,
     /// Montazerolghaem & Yaghmaee 2014: the RE reports its CPU and memory occupancy, each
-    /// SE sets its window with a fuzzy controller ([`crate::fuzzy`]); the RE's backstop
-    /// is the paper's RED-like rejection (`red`).
+    /// SE sets its window with a fuzzy controller ([`crate::fuzzy`]). The RE's backstop
+    /// is the threshold with its work mark, as behind every feedback algorithm, not the
+    /// paper's RED-like rejection (`red`): RED's marks are in messages, so in front of a
+    /// slow RE the queue held seconds past T1 and every sender retransmitted. On 200
+    /// sampled topologies (seed 1) the fuzzy window held 0.9 of capacity (0.85 lossy) on
+    /// 100 of 122 overloaded ones with the threshold, 87 with RED, where ten fell under 0.3.
     #[serde(rename = "fuzzy")]
     Fuzzy,
 }
@@ -249,7 +253,8 @@ pub struct ControlConfig {
     pub backstop: bool,
     /// The backstop also rejects new INVITEs while the queue holds this much work,
     /// counting each queued INVITE with its session's later messages (0: the marks alone).
-    /// Unset (the default): 250 ms, half of T1, behind rate-abs, rate-occ and win-cont;
+    /// Unset (the default): 250 ms, half of T1, behind rate-abs, rate-occ, win-cont and
+    /// the fuzzy window;
     /// 300 ms behind win-disc; none behind win-auto. Half of T1 so that a 2xx and its
     /// ACK, each crossing the queue, are back within T1 and the UAS does not retransmit
     /// (RFC 3261 §13.3.1.4). A rate algorithm's SEs send unthrottled
@@ -384,7 +389,8 @@ impl ControlConfig {
             | Algorithm::WinCont
             | Algorithm::WinAuto
             | Algorithm::RateAbs
-            | Algorithm::RateOcc => {
+            | Algorithm::RateOcc
+            | Algorithm::Fuzzy => {
                 if self.backstop {
                     let marks = ThresholdRejection::new(&self.threshold, watched_queue_capacity);
                     let work = self.backstop_work();
@@ -397,11 +403,7 @@ impl ControlConfig {
                     AnyLocalAdmission::AdmitAll(AdmitAll)
                 }
             }
-            // The paper's RE: its RED-like local rejection (§III) behind the windows.
-            Algorithm::Fuzzy if self.backstop => {
-                AnyLocalAdmission::Red(RedRejection::new(&self.red, self.seed))
-            }
-            Algorithm::None | Algorithm::Fuzzy => AnyLocalAdmission::AdmitAll(AdmitAll),
+            Algorithm::None => AnyLocalAdmission::AdmitAll(AdmitAll),
         }
     }
 
@@ -599,8 +601,8 @@ mod tests {
             assert_eq!(g.metrics().active_sources, 0);
             let local = cfg.build_local_admission(Time::ZERO, 800);
             // A feedback algorithm's RE keeps the threshold as its backstop, the fuzzy
-            // window's the paper's RED-like rejection.
-            let expected_backstop = !a.is_local() && a != Algorithm::Fuzzy;
+            // window's too.
+            let expected_backstop = !a.is_local();
             assert_eq!(
                 matches!(local, AnyLocalAdmission::AdmitAll(_)),
                 a == Algorithm::None,
@@ -613,7 +615,7 @@ mod tests {
             );
             assert_eq!(
                 matches!(local, AnyLocalAdmission::Red(_)),
-                a == Algorithm::Red || a == Algorithm::Fuzzy,
+                a == Algorithm::Red,
                 "{a}"
             );
             let without = ControlConfig {
