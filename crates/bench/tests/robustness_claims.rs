@@ -634,6 +634,49 @@ scenario = { re = { control = {} } }
 }
 
 #[test]
+fn the_local_threshold_with_a_work_mark_holds_a_slow_re_near_its_optimal_goodput() {
+    // Ten SEs at 3.6x of an RE of 146 messages/s whose queue of 291 messages holds two
+    // seconds of work. At the paper's watermarks (80 % and 60 % of the queue) INVITEs wait
+    // past T1 before any is rejected and the RE collapses; rejecting from half of T1 of
+    // work keeps it near the goodput its 503s leave.
+    let r = runs(
+        r#"
+name = "threshold-slow-re"
+title = "the local threshold in front of a slow RE"
+[base]
+duration_s = 136.2
+warmup_s = 76.2
+call = { holding_time_s = 38.1 }
+link = { delay_ms = 17.43 }
+re = { cost_forward_us = 6835.27, cost_reject_us = 1139.21, queue_capacity = 291, invite_queue_capacity = 291, control = { algorithm = "threshold" } }
+sources = [{ name = "UA1", share = 0.658 }, { name = "UA2", share = 0.330 }, { name = "UA3", share = 0.682 }, { name = "UA4", share = 0.219 }, { name = "UA5", share = 0.527 }, { name = "UA6", share = 0.462 }, { name = "UA7", share = 0.324 }, { name = "UA8", share = 0.418 }, { name = "UA9", share = 0.176 }, { name = "UA10", share = 0.803 }]
+[sweep]
+seeds = [8451009899459158581]
+offered_load = [3.6027]
+[[variant]]
+label = "watermarks"
+scenario = { re = { control = { threshold = { work_mark_ms = 0 } } } }
+[[variant]]
+label = "work mark"
+scenario = { re = { control = { threshold = { work_mark_ms = 250 } } } }
+"#,
+    );
+    let watermarks = of(&r, "watermarks");
+    let work = of(&r, "work mark");
+    let bound = sluice_control::optimal::optimal_goodput(3.6027, work.beta, 1.0);
+    assert!(
+        watermarks.goodput < 0.1,
+        "watermarks: {}",
+        watermarks.goodput
+    );
+    assert!(
+        work.goodput >= 0.9 * bound,
+        "work mark: {} against g_opt {bound}",
+        work.goodput
+    );
+}
+
+#[test]
 fn over_lossy_links_a_retransmitted_count_does_not_shut_the_windows() {
     // One SE at 0.8x, links losing 2 % a hop. A transaction's retransmission carries the
     // count of sessions sent when it was first sent; echoed as the latest, it told the SE

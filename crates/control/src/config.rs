@@ -367,10 +367,15 @@ impl ControlConfig {
         watched_queue_capacity: usize,
     ) -> AnyLocalAdmission {
         match self.algorithm {
-            Algorithm::Threshold => AnyLocalAdmission::Threshold(ThresholdRejection::new(
-                &self.threshold,
-                watched_queue_capacity,
-            )),
+            Algorithm::Threshold => {
+                let marks = ThresholdRejection::new(&self.threshold, watched_queue_capacity);
+                let work = self.threshold.work_mark();
+                AnyLocalAdmission::Threshold(if work.is_zero() {
+                    marks
+                } else {
+                    marks.with_delay_mark(work, self.estimator.initial_session_length)
+                })
+            }
             Algorithm::Ohta => {
                 AnyLocalAdmission::Ohta(Ohta::new(&self.ohta, watched_queue_capacity))
             }

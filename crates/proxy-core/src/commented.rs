@@ -21,7 +21,7 @@ fn example(path: &str) -> Option<&'static str> {
         "admin" => "\"127.0.0.1:9090\"",
         "duration_s" => "60.0",
         "control.win_auto.delay_binding_ms" | "overload.client.window_probe_after_ms" => "200",
-        "control.backstop_work_ms" => "250",
+        "control.backstop_work_ms" | "control.threshold.work_mark_ms" => "250",
         "control.threshold.high_watermark" | "control.ohta.hi_wm" => "400",
         "control.threshold.low_watermark" | "control.ohta.lo_wm" => "300",
         "control.pi.max_drain_rate" | "control.latency_bucket.max_rate" => "1000.0",
