@@ -227,21 +227,26 @@ mod tests {
         assert!((target_rate(f64::NAN, 0.0, 0.2, 0.8, 1.0) - 1.0).abs() < 1e-12);
     }
 
-    #[test]
-    fn control_step_splits_lambda_among_active_sources() {
+    /// Defaults with the equal split, `μ` measured literally (§3.1) and unsmoothed: the
+    /// laws under test take it as given.
+    fn literal_generator() -> RateAbs {
         let est = EstimatorConfig {
-            // The laws under test take μ as given: measure it literally (§3.1).
             service_rate_basis: crate::estimation::ServiceRateBasis::WallTime,
             smoothing_weight: 1.0,
             ..Default::default()
         };
-        let mut g = RateAbs::new(
+        RateAbs::new(
             &RateAbsConfig::default(),
             &est,
             &ActiveSourceConfig::default(),
             Fairness::ProviderCentric,
             Time::ZERO,
-        );
+        )
+    }
+
+    #[test]
+    fn control_step_splits_lambda_among_active_sources() {
+        let mut g = literal_generator();
         assert_eq!(
             g.feedback_for(Time::ZERO, NeighbourId(1)),
             None,
@@ -293,19 +298,7 @@ mod tests {
     /// μ = 80/s as in the test above, with two SEs feeding forward `offered` and `invites`
     /// in the queue (16: at the delay budget, λ = μ).
     fn lending_generator(offered: [f64; 2], invites: u32) -> RateAbs {
-        let est = EstimatorConfig {
-            service_rate_basis: crate::estimation::ServiceRateBasis::WallTime,
-            smoothing_weight: 1.0,
-            ..Default::default()
-        };
-        let mut g = RateAbs::new(
-            &RateAbsConfig::default(),
-            &est,
-            &ActiveSourceConfig::default(),
-            Fairness::ProviderCentric,
-            Time::ZERO,
-        )
-        .lending_unused();
+        let mut g = literal_generator().lending_unused();
         for k in 1..=2u64 {
             for (id, rate) in (1..).zip(offered) {
                 g.on_feed_forward(
