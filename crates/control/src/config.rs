@@ -229,8 +229,8 @@ pub struct ControlConfig {
     /// Without that, win-cont held to the queue fell from 0.96 to 0.36 of capacity over
     /// 47 ms links in front of a 71 ms queue.
     pub queue_bounded_budget: bool,
-    /// win-disc, win-cont and rate-abs lend each SE what the others do not want of their shares,
-    /// while the loads the SEs feed forward (`overload.client.feed_forward`, on by
+    /// win-disc, win-cont and rate-abs lend each SE what the others do not want of their
+    /// shares, while the loads the SEs feed forward (`overload.client.feed_forward`, on by
     /// default) fit the capacity: each SE may then take what its callers offer plus all
     /// that nobody wants, and never less than its share. Past capacity the split is the
     /// configured one. Without it, an equal split in front of a short queue throttles a
@@ -254,10 +254,9 @@ pub struct ControlConfig {
     /// The backstop also rejects new INVITEs while the queue holds this much work,
     /// counting each queued INVITE with its session's later messages (0: the marks alone).
     /// Unset (the default): 250 ms, half of T1, behind rate-abs, rate-occ, win-cont and
-    /// the fuzzy window;
-    /// 300 ms behind win-disc; none behind win-auto. Half of T1 so that a 2xx and its
-    /// ACK, each crossing the queue, are back within T1 and the UAS does not retransmit
-    /// (RFC 3261 §13.3.1.4). A rate algorithm's SEs send unthrottled
+    /// the fuzzy window; 300 ms behind win-disc; none behind win-auto. Half of T1 so that
+    /// a 2xx and its ACK, each crossing the queue, are back within T1 and the UAS does not
+    /// retransmit (RFC 3261 §13.3.1.4). A rate algorithm's SEs send unthrottled
     /// until the first rate reaches them: from an idle start straight into 10x, rate-abs's
     /// first rate came after its first control interval, behind enough admitted sessions
     /// to keep the UAS retransmitting for seconds (849 2xx retransmissions live; 0 with
