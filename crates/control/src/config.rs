@@ -365,16 +365,15 @@ impl ControlConfig {
         now: Time,
         watched_queue_capacity: usize,
     ) -> AnyLocalAdmission {
+        // The watermarks, and a work mark unless it is zero (`with_delay_mark` adds none).
+        let threshold = |work: Duration| {
+            AnyLocalAdmission::Threshold(
+                ThresholdRejection::new(&self.threshold, watched_queue_capacity)
+                    .with_delay_mark(work, self.estimator.initial_session_length),
+            )
+        };
         match self.algorithm {
-            Algorithm::Threshold => {
-                let marks = ThresholdRejection::new(&self.threshold, watched_queue_capacity);
-                let work = self.threshold.work_mark();
-                AnyLocalAdmission::Threshold(if work.is_zero() {
-                    marks
-                } else {
-                    marks.with_delay_mark(work, self.estimator.initial_session_length)
-                })
-            }
+            Algorithm::Threshold => threshold(self.threshold.work_mark()),
             Algorithm::Ohta => {
                 AnyLocalAdmission::Ohta(Ohta::new(&self.ohta, watched_queue_capacity))
             }
@@ -396,13 +395,7 @@ impl ControlConfig {
             | Algorithm::RateOcc
             | Algorithm::Fuzzy => {
                 if self.backstop {
-                    let marks = ThresholdRejection::new(&self.threshold, watched_queue_capacity);
-                    let work = self.backstop_work();
-                    AnyLocalAdmission::Threshold(if work.is_zero() {
-                        marks
-                    } else {
-                        marks.with_delay_mark(work, self.estimator.initial_session_length)
-                    })
+                    threshold(self.backstop_work())
                 } else {
                     AnyLocalAdmission::AdmitAll(AdmitAll)
                 }

@@ -14,11 +14,11 @@
 //! As the local control, and as the backstop behind a feedback algorithm
 //! (`ControlConfig::backstop`), it also watches the queue's work in time,
 //! [`ThresholdRejection::with_delay_mark`]: a share of a long queue can hold seconds of
-//! work, and an INVITE admitted into it brings its session's later messages too. A UAS retransmits its 2xx when the ACK is not back within T1
-//! (500 ms, RFC 3261 §13.3.1.4), and both cross the queue; so the backstop rejects while
-//! the queue holds more than half of T1 of work, counting each queued INVITE with its
-//! session's later messages (as eq. 1 of Shen, Schulzrinne & Nahum 2008, §3.1, counts
-//! sessions).
+//! work, and an INVITE admitted into it brings its session's later messages too. A UAS
+//! retransmits its 2xx when the ACK is not back within T1 (500 ms, RFC 3261 §13.3.1.4),
+//! and both cross the queue; so by default it rejects while the queue holds more than
+//! half of T1 of work, counting each queued INVITE with its session's later messages (as
+//! eq. 1 of Shen, Schulzrinne & Nahum 2008, §3.1, counts sessions).
 
 use super::{AdmissionMetrics, LocalAdmission};
 use crate::types::{AdmissionVerdict, Completion, MessageSummary, QueueOccupancy};

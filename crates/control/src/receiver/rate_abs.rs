@@ -244,6 +244,25 @@ mod tests {
         )
     }
 
+    /// The `k`th 100 ms measurement interval: 8 sessions accepted (`μ` = 80/s) and
+    /// `invites` in the queue, closed at `k · 100 ms`.
+    fn measure_interval_at_80(g: &mut RateAbs, k: u64, invites: u32) {
+        for _ in 0..8 {
+            g.on_processed(
+                Time::from_millis(k * 100 - 50),
+                &processed(MessageSummary::new_session(se(1)), true),
+            );
+        }
+        g.on_queue(
+            Time::from_millis(k * 100 - 50),
+            QueueOccupancy {
+                invites,
+                non_invites: 0,
+            },
+        );
+        g.handle_timeout(Time::from_millis(k * 100));
+    }
+
     #[test]
     fn control_step_splits_lambda_among_active_sources() {
         let mut g = literal_generator();
@@ -261,20 +280,7 @@ mod tests {
         }
         // μ = 8 per 100 ms = 80/s; N_sess = 16 + 0 → d_q = 0.2 s = D_B → λ = μ.
         for k in 1..=2u64 {
-            for _ in 0..8 {
-                g.on_processed(
-                    Time::from_millis(k * 100 - 50),
-                    &processed(MessageSummary::new_session(se(1)), true),
-                );
-            }
-            g.on_queue(
-                Time::from_millis(k * 100 - 50),
-                QueueOccupancy {
-                    invites: 16,
-                    non_invites: 0,
-                },
-            );
-            g.handle_timeout(Time::from_millis(k * 100));
+            measure_interval_at_80(&mut g, k, 16);
         }
         assert!((g.metrics().control_value.unwrap() - 80.0).abs() < 1e-9);
         assert!(
@@ -307,20 +313,7 @@ mod tests {
                     FeedForward { offered_rate: rate },
                 );
             }
-            for _ in 0..8 {
-                g.on_processed(
-                    Time::from_millis(k * 100 - 50),
-                    &processed(MessageSummary::new_session(se(1)), true),
-                );
-            }
-            g.on_queue(
-                Time::from_millis(k * 100 - 50),
-                QueueOccupancy {
-                    invites,
-                    non_invites: 0,
-                },
-            );
-            g.handle_timeout(Time::from_millis(k * 100));
+            measure_interval_at_80(&mut g, k, invites);
         }
         g
     }
