@@ -634,46 +634,54 @@ scenario = { re = { control = {} } }
 }
 
 #[test]
-fn the_local_threshold_with_a_work_mark_holds_a_slow_re_near_its_optimal_goodput() {
+fn the_local_controls_with_a_work_mark_hold_a_slow_re_near_their_optimal_goodput() {
     // Ten SEs at 3.6x of an RE of 146 messages/s whose queue of 291 messages holds two
-    // seconds of work. At the paper's watermarks (80 % and 60 % of the queue) INVITEs wait
-    // past T1 before any is rejected and the RE collapses; rejecting from half of T1 of
-    // work keeps it near the goodput its 503s leave.
-    let r = runs(
+    // seconds of work. At marks in messages (the threshold's 80 % and 60 % of the queue,
+    // Ohta's 80 % and 40 %, RED's 400 and 1,000 messages) INVITEs wait past T1 before any
+    // is rejected and the RE collapses; rejecting from half of T1 of work keeps it near the
+    // goodput its 503s leave.
+    let variants: String = ["threshold", "ohta", "red"]
+        .iter()
+        .flat_map(|algorithm| {
+            [("marks", 0), ("work mark", 250)].map(|(label, mark)| {
+                format!(
+                    "[[variant]]\nlabel = \"{algorithm} {label}\"\nscenario = {{ re = {{ control = {{ \
+                     algorithm = \"{algorithm}\", {algorithm} = {{ work_mark_ms = {mark} }} }} }} }}\n"
+                )
+            })
+        })
+        .collect();
+    let r = runs(&format!(
         r#"
-name = "threshold-slow-re"
-title = "the local threshold in front of a slow RE"
+name = "local-slow-re"
+title = "the local controls in front of a slow RE"
 [base]
 duration_s = 136.2
 warmup_s = 76.2
-call = { holding_time_s = 38.1 }
-link = { delay_ms = 17.43 }
-re = { cost_forward_us = 6835.27, cost_reject_us = 1139.21, queue_capacity = 291, invite_queue_capacity = 291, control = { algorithm = "threshold" } }
-sources = [{ name = "UA1", share = 0.658 }, { name = "UA2", share = 0.330 }, { name = "UA3", share = 0.682 }, { name = "UA4", share = 0.219 }, { name = "UA5", share = 0.527 }, { name = "UA6", share = 0.462 }, { name = "UA7", share = 0.324 }, { name = "UA8", share = 0.418 }, { name = "UA9", share = 0.176 }, { name = "UA10", share = 0.803 }]
+call = {{ holding_time_s = 38.1 }}
+link = {{ delay_ms = 17.43 }}
+re = {{ cost_forward_us = 6835.27, cost_reject_us = 1139.21, queue_capacity = 291, invite_queue_capacity = 291 }}
+sources = [{{ name = "UA1", share = 0.658 }}, {{ name = "UA2", share = 0.330 }}, {{ name = "UA3", share = 0.682 }}, {{ name = "UA4", share = 0.219 }}, {{ name = "UA5", share = 0.527 }}, {{ name = "UA6", share = 0.462 }}, {{ name = "UA7", share = 0.324 }}, {{ name = "UA8", share = 0.418 }}, {{ name = "UA9", share = 0.176 }}, {{ name = "UA10", share = 0.803 }}]
 [sweep]
 seeds = [8451009899459158581]
 offered_load = [3.6027]
-[[variant]]
-label = "watermarks"
-scenario = { re = { control = { threshold = { work_mark_ms = 0 } } } }
-[[variant]]
-label = "work mark"
-scenario = { re = { control = { threshold = { work_mark_ms = 250 } } } }
-"#,
-    );
-    let watermarks = of(&r, "watermarks");
-    let work = of(&r, "work mark");
-    let bound = sluice_control::optimal::optimal_goodput(3.6027, work.beta, 1.0);
-    assert!(
-        watermarks.goodput < 0.1,
-        "watermarks: {}",
-        watermarks.goodput
-    );
-    assert!(
-        work.goodput >= 0.9 * bound,
-        "work mark: {} against g_opt {bound}",
-        work.goodput
-    );
+{variants}"#
+    ));
+    for algorithm in ["threshold", "ohta", "red"] {
+        let marks = of(&r, &format!("{algorithm} marks"));
+        let work = of(&r, &format!("{algorithm} work mark"));
+        let bound = sluice_control::optimal::optimal_goodput(3.6027, work.beta, 1.0);
+        assert!(
+            marks.goodput < 0.1,
+            "{algorithm}, marks in messages: {}",
+            marks.goodput
+        );
+        assert!(
+            work.goodput >= 0.9 * bound,
+            "{algorithm}, work mark: {} against g_opt {bound}",
+            work.goodput
+        );
+    }
 }
 
 #[test]

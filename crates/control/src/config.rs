@@ -374,20 +374,29 @@ impl ControlConfig {
         };
         match self.algorithm {
             Algorithm::Threshold => threshold(self.threshold.work_mark()),
-            Algorithm::Ohta => {
-                AnyLocalAdmission::Ohta(Ohta::new(&self.ohta, watched_queue_capacity))
-            }
+            Algorithm::Ohta => AnyLocalAdmission::Ohta(Ohta::new(
+                &self.ohta,
+                watched_queue_capacity,
+                self.estimator.initial_session_length,
+            )),
             Algorithm::Occ => AnyLocalAdmission::Occ(LocalOcc::new(&self.occ, self.seed, now)),
-            Algorithm::Red => AnyLocalAdmission::Red(RedRejection::new(&self.red, self.seed)),
+            Algorithm::Red => AnyLocalAdmission::Red(RedRejection::new(
+                &self.red,
+                self.seed,
+                self.estimator.initial_session_length,
+            )),
             Algorithm::Pi => AnyLocalAdmission::Pi(DualLoopPi::new(
                 &self.pi,
                 watched_queue_capacity,
                 self.seed,
                 now,
             )),
-            Algorithm::LatencyBucket => {
-                AnyLocalAdmission::LatencyBucket(LatencyBucket::new(&self.latency_bucket, now))
-            }
+            Algorithm::LatencyBucket => AnyLocalAdmission::LatencyBucket(LatencyBucket::new(
+                &self.latency_bucket,
+                now,
+                watched_queue_capacity,
+                self.estimator.initial_session_length,
+            )),
             Algorithm::WinDisc
             | Algorithm::WinCont
             | Algorithm::WinAuto
@@ -691,5 +700,65 @@ mod tests {
         }
         assert!(toml::from_str::<ControlConfig>("[pi]\nk_p = 1").is_err());
         assert!(toml::from_str::<ControlConfig>("[occ]\ncontrol_interval = 1").is_err());
+    }
+
+    #[test]
+    fn the_local_controls_with_marks_in_messages_also_reject_on_work() {
+        use crate::admission::LocalAdmission;
+        use crate::types::QueueOccupancy;
+        use crate::types::{AdmissionVerdict, Completion, MessageSummary, NeighbourId};
+        let invite = MessageSummary::new_session(Some(NeighbourId(1)));
+        // 5 ms a message and 7 messages a session: 10 queued INVITEs are 350 ms of work,
+        // in a queue of 1,000 whose marks in messages are hundreds.
+        let verdict = |algorithm: Algorithm, work_mark: Option<Duration>| {
+            let mut cfg = ControlConfig {
+                algorithm,
+                ..ControlConfig::default()
+            };
+            cfg.threshold.work_mark = work_mark;
+            cfg.ohta.work_mark = work_mark;
+            cfg.red.work_mark = work_mark;
+            cfg.latency_bucket.work_mark = work_mark;
+            let mut local = cfg.build_local_admission(Time::ZERO, 1000);
+            local.on_processed(
+                Time::ZERO,
+                &Completion {
+                    message: MessageSummary::response(Some(NeighbourId(1))),
+                    service_time: Duration::from_millis(5),
+                    queueing_delay: Duration::ZERO,
+                    session_accepted: false,
+                },
+            );
+            local.on_queue(
+                Time::ZERO,
+                QueueOccupancy {
+                    invites: 10,
+                    non_invites: 0,
+                },
+            );
+            local.on_arrival(Time::ZERO, 10, &invite)
+        };
+        for algorithm in [
+            Algorithm::Threshold,
+            Algorithm::Ohta,
+            Algorithm::Red,
+            Algorithm::LatencyBucket,
+        ] {
+            assert_eq!(
+                verdict(algorithm, None),
+                AdmissionVerdict::Reject,
+                "{algorithm:?} by default"
+            );
+            assert_eq!(
+                verdict(algorithm, Some(Duration::from_millis(400))),
+                AdmissionVerdict::Admit,
+                "{algorithm:?} under a 400 ms mark"
+            );
+            assert_eq!(
+                verdict(algorithm, Some(Duration::ZERO)),
+                AdmissionVerdict::Admit,
+                "{algorithm:?} with its marks in messages alone"
+            );
+        }
     }
 }

@@ -20,8 +20,14 @@ fn example(path: &str) -> Option<&'static str> {
         "cost_other_us" => "0.0",
         "admin" => "\"127.0.0.1:9090\"",
         "duration_s" => "60.0",
-        "control.win_auto.delay_binding_ms" | "overload.client.window_probe_after_ms" => "200",
-        "control.backstop_work_ms" | "control.threshold.work_mark_ms" => "250",
+        "control.win_auto.delay_binding_ms"
+        | "overload.client.window_probe_after_ms"
+        | "control.rate_occ.queue_gate_ms" => "200",
+        "control.backstop_work_ms"
+        | "control.threshold.work_mark_ms"
+        | "control.ohta.work_mark_ms"
+        | "control.red.work_mark_ms"
+        | "control.latency_bucket.work_mark_ms" => "250",
         "control.threshold.high_watermark" | "control.ohta.hi_wm" => "400",
         "control.threshold.low_watermark" | "control.ohta.lo_wm" => "300",
         "control.pi.max_drain_rate" | "control.latency_bucket.max_rate" => "1000.0",

@@ -16,14 +16,24 @@
 //! The "was limiting" condition keeps an idle server from raising its rate forever and
 //! then meeting a surge unprotected. `L̃` starts at `L_T`.
 //!
+//! Two guards of sluice's, each for a server the defaults do not fit:
+//! - the target in force is at most half the time the watched queue takes to drain at the
+//!   smoothed service time: in front of a fast server with a short queue, 100 ms is more
+//!   than the queue holds, the latency never reaches it, `R` grows without end and the full
+//!   queue drops what it cannot hold;
+//! - like the local threshold, it rejects every new INVITE while the queue holds
+//!   `work_mark_ms` of work (250 ms): in front of a slow server the full bucket and the
+//!   initial rate admit seconds of work before the first adjustment.
+//!
 //! Defaults: `L_T = 100 ms`, `d = 1.2`, `i = 0.5`, `ε = 0.005`, `N = 20`, `T_adj = 2 s`,
 //! EWMA weight 1/8, initial rate 100/s and `R_min = 10/s` follow Clearwater's load
 //! monitor. Ours: `B = 20` tokens (Clearwater's 1000 suits a far larger node; 20 is a
 //! few hundred ms of the simulator's ~70 sessions/s) and no `R_max`.
 
-use super::{fraction_or, non_negative_or, AdmissionMetrics, LocalAdmission};
+use super::threshold::DEFAULT_WORK_MARK;
+use super::{fraction_or, non_negative_or, AdmissionMetrics, LocalAdmission, ThresholdRejection};
 use crate::estimation::sane_interval;
-use crate::types::{AdmissionVerdict, Completion, MessageSummary};
+use crate::types::{AdmissionVerdict, Completion, MessageSummary, QueueOccupancy};
 use serde::{Deserialize, Serialize};
 use sluice_time::Time;
 use std::time::Duration;
@@ -57,6 +67,15 @@ pub struct LatencyBucketConfig {
     #[serde(rename = "adjust_interval_ms", with = "crate::serde_millis")]
     #[schemars(with = "u64")]
     pub adjust_interval: Duration,
+    /// Also reject new INVITEs while the queue holds this much work, as the local threshold
+    /// does (`threshold.work_mark_ms`); unset: 250 ms, half of T1; 0: none.
+    #[serde(
+        rename = "work_mark_ms",
+        with = "crate::serde_millis::option",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[schemars(with = "Option<u64>")]
+    pub work_mark: Option<Duration>,
 }
 
 impl Default for LatencyBucketConfig {
@@ -73,6 +92,7 @@ impl Default for LatencyBucketConfig {
             latency_weight: 0.125,
             adjust_every: 20,
             adjust_interval: Duration::from_secs(2),
+            work_mark: None,
         }
     }
 }
@@ -97,11 +117,26 @@ pub struct LatencyBucket {
     accepted: u64,
     last_adjust: Time,
     rejected: u64,
+    /// Messages the watched queue holds.
+    queue_capacity: usize,
+    /// Smoothed service time of a message the processor did not reject, seconds.
+    service_time: Option<f64>,
+    /// The work mark, as a threshold without watermarks; none when it is zero.
+    work_mark: Option<ThresholdRejection>,
 }
 
+/// Weight of the latest service time in the smoothed one, as the threshold's work mark.
+const SERVICE_TIME_GAIN: f64 = 1.0 / 32.0;
+
 impl LatencyBucket {
-    /// Timers start at `now`.
-    pub fn new(config: &LatencyBucketConfig, now: Time) -> Self {
+    /// In front of a queue of `queue_capacity` messages, counting a queued INVITE's work
+    /// as `session_length` messages. Timers start at `now`.
+    pub fn new(
+        config: &LatencyBucketConfig,
+        now: Time,
+        queue_capacity: usize,
+        session_length: f64,
+    ) -> Self {
         let target = config.target_latency.as_secs_f64().max(1e-6);
         let min_rate = non_negative_or(config.min_rate, 10.0);
         let max_rate = match config.max_rate {
@@ -128,7 +163,21 @@ impl LatencyBucket {
             accepted: 0,
             last_adjust: now,
             rejected: 0,
+            queue_capacity,
+            service_time: None,
+            work_mark: ThresholdRejection::work_mark_alone(
+                config.work_mark.unwrap_or(DEFAULT_WORK_MARK),
+                session_length,
+            ),
         }
+    }
+
+    /// The target in force, seconds: `L_T`, or half the watched queue's drain time if
+    /// that is shorter.
+    pub fn target_in_force(&self) -> f64 {
+        self.service_time.map_or(self.target, |t| {
+            self.target.min(0.5 * self.queue_capacity as f64 * t)
+        })
     }
 
     /// `R`, INVITEs/s.
@@ -154,7 +203,8 @@ impl LatencyBucket {
     fn adjust(&mut self, now: Time) {
         self.refill(now);
         let elapsed = now.saturating_since(self.last_adjust).as_secs_f64();
-        let error = (self.latency - self.target) / self.target;
+        let target = self.target_in_force();
+        let error = (self.latency - target) / target;
         if error > 0.0 {
             self.rate = (self.rate / self.decrease).max(self.min_rate);
         } else if error < -self.margin && self.accepted as f64 >= 0.5 * self.rate * elapsed {
@@ -170,14 +220,17 @@ impl LocalAdmission for LatencyBucket {
     fn on_arrival(
         &mut self,
         now: Time,
-        _queue_len: usize,
+        queue_len: usize,
         message: &MessageSummary,
     ) -> AdmissionVerdict {
+        let over_work = self.work_mark.as_mut().is_some_and(|mark| {
+            mark.on_arrival(now, queue_len, message) == AdmissionVerdict::Reject
+        });
         if !message.is_session_start() {
             return AdmissionVerdict::Admit;
         }
         self.refill(now);
-        if self.tokens >= 1.0 {
+        if !over_work && self.tokens >= 1.0 {
             self.tokens -= 1.0;
             self.accepted += 1;
             AdmissionVerdict::Admit
@@ -186,7 +239,22 @@ impl LocalAdmission for LatencyBucket {
             AdmissionVerdict::Reject
         }
     }
+    fn on_queue(&mut self, now: Time, queue: QueueOccupancy) {
+        if let Some(mark) = self.work_mark.as_mut() {
+            mark.on_queue(now, queue);
+        }
+    }
     fn on_processed(&mut self, now: Time, completion: &Completion) {
+        if let Some(mark) = self.work_mark.as_mut() {
+            mark.on_processed(now, completion);
+        }
+        if !completion.message.is_session_start() || completion.session_accepted {
+            let t = completion.service_time.as_secs_f64();
+            self.service_time = Some(match self.service_time {
+                Some(s) => s + SERVICE_TIME_GAIN * (t - s),
+                None => t,
+            });
+        }
         let sample = completion
             .queueing_delay
             .saturating_add(completion.service_time)
@@ -235,7 +303,7 @@ mod tests {
 
     #[test]
     fn latency_above_target_cuts_the_rate_multiplicatively_down_to_the_floor() {
-        let mut b = LatencyBucket::new(&LatencyBucketConfig::default(), Time::ZERO);
+        let mut b = LatencyBucket::new(&LatencyBucketConfig::default(), Time::ZERO, 1000, 1.0);
         assert!((b.rate() - 100.0).abs() < 1e-12);
         // 20 completions at 400 ms: L̃ rises above 100 ms, one adjustment: 100 / 1.2.
         for _ in 0..20 {
@@ -254,8 +322,32 @@ mod tests {
     }
 
     #[test]
+    fn in_front_of_a_short_queue_the_target_is_half_its_drain_time() {
+        // 100 messages at 0.5 ms each drain in 50 ms: a 100 ms latency is never reached,
+        // so the target in force is 25 ms, and 40 ms of latency cuts the rate.
+        let served = |latency_ms: u64| Completion {
+            message: MessageSummary::other_request(None),
+            service_time: Duration::from_micros(500),
+            queueing_delay: Duration::from_millis(latency_ms),
+            session_accepted: false,
+        };
+        let mut short = LatencyBucket::new(&LatencyBucketConfig::default(), Time::ZERO, 100, 1.0);
+        let mut long = LatencyBucket::new(&LatencyBucketConfig::default(), Time::ZERO, 1000, 1.0);
+        for b in [&mut short, &mut long] {
+            for _ in 0..40 {
+                b.on_processed(Time::from_millis(100), &served(40));
+            }
+        }
+        assert!((short.target_in_force() - 0.025).abs() < 1e-9);
+        assert!(short.rate() < 100.0 / 1.2 + 1e-9, "{}", short.rate());
+        // 500 messages' drain time is 250 ms: L_T holds, and 40 ms is below it.
+        assert!((long.target_in_force() - 0.1).abs() < 1e-9);
+        assert!(long.rate() >= 100.0, "{}", long.rate());
+    }
+
+    #[test]
     fn recovers_additively_only_while_the_bucket_limits() {
-        let mut b = LatencyBucket::new(&LatencyBucketConfig::default(), Time::ZERO);
+        let mut b = LatencyBucket::new(&LatencyBucketConfig::default(), Time::ZERO, 1000, 1.0);
         b.rate = 10.0;
         // Fast replies but nobody asking for tokens: no increase at the 2 s timer.
         for _ in 0..19 {
@@ -293,6 +385,8 @@ mod tests {
                 ..LatencyBucketConfig::default()
             },
             Time::ZERO,
+            1000,
+            1.0,
         );
         let t = Time::ZERO;
         let verdicts: Vec<_> = (0..5).map(|_| b.on_arrival(t, 0, &invite())).collect();

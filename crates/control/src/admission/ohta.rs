@@ -14,12 +14,18 @@
 //! policy watches, so that they suit any queue (a fixed 800 never triggers in front of a
 //! smaller one). The buffer is the driver's queue (its capacity set there); the controller
 //! only reads the queue length.
+//!
+//! By default it also rejects while the queue holds 250 ms of work (`work_mark_ms`), as the
+//! local threshold does: in front of a slow server its watermarks are seconds of work, and
+//! INVITEs that wait past T1 come back as retransmissions. The papers' RE
+//! (`Scenario::paper_re` in the simulator) turns the mark off.
 
-use super::threshold::share_of;
+use super::threshold::{share_of, DEFAULT_WORK_MARK};
 use super::{AdmissionMetrics, LocalAdmission, ThresholdRejection};
-use crate::types::{AdmissionVerdict, MessageSummary};
+use crate::types::{AdmissionVerdict, Completion, MessageSummary, QueueOccupancy};
 use serde::{Deserialize, Serialize};
 use sluice_time::Time;
+use std::time::Duration;
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
@@ -31,6 +37,17 @@ pub struct OhtaConfig {
     /// Leave congestion when the queue holds fewer than this many (unset: 40 %).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub lo_wm: Option<usize>,
+    /// Also reject new INVITEs while the queue holds this much work, as the local threshold
+    /// does (`threshold.work_mark_ms`); unset: 250 ms, half of T1; 0: the watermarks
+    /// alone, as De Cicco et al. ran it. Its watermarks are in messages, and in front of a
+    /// slow server 80 % of the queue is seconds of work, past T1.
+    #[serde(
+        rename = "work_mark_ms",
+        with = "crate::serde_millis::option",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[schemars(with = "Option<u64>")]
+    pub work_mark: Option<Duration>,
 }
 
 impl OhtaConfig {
@@ -41,6 +58,11 @@ impl OhtaConfig {
             self.lo_wm.unwrap_or_else(|| share_of(queue_capacity, 0.4)),
         )
     }
+
+    /// The work mark in force (see the field).
+    pub fn work_mark(&self) -> Duration {
+        self.work_mark.unwrap_or(DEFAULT_WORK_MARK)
+    }
 }
 
 #[derive(Clone, Debug)]
@@ -49,12 +71,13 @@ pub struct Ohta {
 }
 
 impl Ohta {
-    /// In front of a queue of `queue_capacity` messages. A `lo_wm` above `hi_wm` is
-    /// lowered to it.
-    pub fn new(config: &OhtaConfig, queue_capacity: usize) -> Self {
+    /// In front of a queue of `queue_capacity` messages, counting a queued INVITE's work
+    /// as `session_length` messages. A `lo_wm` above `hi_wm` is lowered to it.
+    pub fn new(config: &OhtaConfig, queue_capacity: usize, session_length: f64) -> Self {
         let (hi, lo) = config.marks(queue_capacity);
         Self {
-            inner: ThresholdRejection::with_marks(hi, lo),
+            inner: ThresholdRejection::with_marks(hi, lo)
+                .with_delay_mark(config.work_mark(), session_length),
         }
     }
 
@@ -81,6 +104,12 @@ impl LocalAdmission for Ohta {
     fn poll_timeout(&self) -> Option<Time> {
         None
     }
+    fn on_queue(&mut self, now: Time, queue: QueueOccupancy) {
+        self.inner.on_queue(now, queue);
+    }
+    fn on_processed(&mut self, now: Time, completion: &Completion) {
+        self.inner.on_processed(now, completion);
+    }
     fn metrics(&self) -> AdmissionMetrics {
         self.inner.metrics()
     }
@@ -93,7 +122,7 @@ mod tests {
 
     #[test]
     fn congestion_starts_at_hi_wm_and_lasts_until_below_lo_wm() {
-        let mut o = Ohta::new(&OhtaConfig::default(), 1000);
+        let mut o = Ohta::new(&OhtaConfig::default(), 1000, 1.0);
         let invite = MessageSummary::new_session(Some(NeighbourId(1)));
         let mut reject_at =
             |len| o.on_arrival(Time::ZERO, len, &invite) == AdmissionVerdict::Reject;
@@ -118,7 +147,7 @@ mod tests {
 
     #[test]
     fn congestion_spares_messages_of_admitted_sessions() {
-        let mut o = Ohta::new(&OhtaConfig::default(), 1000);
+        let mut o = Ohta::new(&OhtaConfig::default(), 1000, 1.0);
         let src = Some(NeighbourId(1));
         assert_eq!(
             o.on_arrival(Time::ZERO, 900, &MessageSummary::new_session(src)),

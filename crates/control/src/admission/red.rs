@@ -15,13 +15,20 @@
 //! ChaCha8 stream seeded from the config.
 //!
 //! Defaults (§III): `W_q = 0.1`, `TH_low = 400`, `TH_high = 1000` messages.
+//!
+//! By default every new INVITE is also rejected while the queue holds 250 ms of work
+//! (`work_mark_ms`), as the local threshold does: in front of a slow server 400 messages
+//! are seconds of work, and INVITEs that wait past T1 come back as retransmissions. The
+//! papers' RE (`Scenario::paper_re` in the simulator) turns the mark off.
 
-use super::{fraction_or, non_negative_or, AdmissionMetrics, LocalAdmission};
-use crate::types::{AdmissionVerdict, MessageSummary};
+use super::threshold::DEFAULT_WORK_MARK;
+use super::{fraction_or, non_negative_or, AdmissionMetrics, LocalAdmission, ThresholdRejection};
+use crate::types::{AdmissionVerdict, Completion, MessageSummary, QueueOccupancy};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 use sluice_time::Time;
+use std::time::Duration;
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
@@ -32,6 +39,17 @@ pub struct RedConfig {
     pub th_low: f64,
     /// `TH_high`, messages.
     pub th_high: f64,
+    /// Also reject every new INVITE while the queue holds this much work, as the local
+    /// threshold does (`threshold.work_mark_ms`); unset: 250 ms, half of T1; 0: `Q_avg`
+    /// alone, as in the paper. Its thresholds are in messages, and in front of a slow
+    /// server 400 messages are seconds of work, past T1.
+    #[serde(
+        rename = "work_mark_ms",
+        with = "crate::serde_millis::option",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[schemars(with = "Option<u64>")]
+    pub work_mark: Option<Duration>,
 }
 
 impl Default for RedConfig {
@@ -40,6 +58,7 @@ impl Default for RedConfig {
             queue_weight: 0.1,
             th_low: 400.0,
             th_high: 1000.0,
+            work_mark: None,
         }
     }
 }
@@ -63,19 +82,24 @@ pub struct RedRejection {
     th_high: f64,
     q_avg: f64,
     rng: ChaCha8Rng,
+    /// The work mark, as a threshold without watermarks; none when it is zero.
+    work_mark: Option<ThresholdRejection>,
     rejected: u64,
 }
 
 impl RedRejection {
-    /// A `TH_high` below `TH_low` is raised to it.
-    pub fn new(config: &RedConfig, seed: u64) -> Self {
+    /// A `TH_high` below `TH_low` is raised to it. The work mark counts a queued INVITE
+    /// as `session_length` messages.
+    pub fn new(config: &RedConfig, seed: u64, session_length: f64) -> Self {
         let th_low = non_negative_or(config.th_low, 400.0);
+        let work_mark = config.work_mark.unwrap_or(DEFAULT_WORK_MARK);
         Self {
             weight: fraction_or(config.queue_weight, 0.1).max(f64::MIN_POSITIVE),
             th_low,
             th_high: non_negative_or(config.th_high, 1000.0).max(th_low),
             q_avg: 0.0,
             rng: ChaCha8Rng::seed_from_u64(seed),
+            work_mark: ThresholdRejection::work_mark_alone(work_mark, session_length),
             rejected: 0,
         }
     }
@@ -98,16 +122,20 @@ impl RedRejection {
 impl LocalAdmission for RedRejection {
     fn on_arrival(
         &mut self,
-        _now: Time,
+        now: Time,
         queue_len: usize,
         message: &MessageSummary,
     ) -> AdmissionVerdict {
         self.q_avg += self.weight * (queue_len as f64 - self.q_avg);
+        let over_work = self.work_mark.as_mut().is_some_and(|mark| {
+            mark.on_arrival(now, queue_len, message) == AdmissionVerdict::Reject
+        });
         if !message.is_session_start() {
             return AdmissionVerdict::Admit;
         }
         let p = self.reject_probability();
-        let reject = p >= 1.0 || (p > 0.0 && self.rng.gen::<f64>() < p);
+        // No coin is drawn past the work mark, so that the draws below it stay the same.
+        let reject = over_work || p >= 1.0 || (p > 0.0 && self.rng.gen::<f64>() < p);
         if reject {
             self.rejected += 1;
             AdmissionVerdict::Reject
@@ -118,6 +146,16 @@ impl LocalAdmission for RedRejection {
     fn handle_timeout(&mut self, _now: Time) {}
     fn poll_timeout(&self) -> Option<Time> {
         None
+    }
+    fn on_queue(&mut self, now: Time, queue: QueueOccupancy) {
+        if let Some(mark) = self.work_mark.as_mut() {
+            mark.on_queue(now, queue);
+        }
+    }
+    fn on_processed(&mut self, now: Time, completion: &Completion) {
+        if let Some(mark) = self.work_mark.as_mut() {
+            mark.on_processed(now, completion);
+        }
     }
     fn metrics(&self) -> AdmissionMetrics {
         AdmissionMetrics {
@@ -149,7 +187,7 @@ mod tests {
 
     #[test]
     fn average_moves_a_tenth_of_the_way_on_every_arrival() {
-        let mut r = RedRejection::new(&RedConfig::default(), 3);
+        let mut r = RedRejection::new(&RedConfig::default(), 3, 1.0);
         let ack = MessageSummary::other_request(Some(NeighbourId(1)));
         r.on_arrival(Time::ZERO, 1000, &ack);
         assert!((r.average_queue() - 100.0).abs() < 1e-9);
@@ -169,7 +207,7 @@ mod tests {
     #[test]
     fn rejects_new_invites_at_the_probability_repeatably() {
         let run = |seed| {
-            let mut r = RedRejection::new(&RedConfig::default(), seed);
+            let mut r = RedRejection::new(&RedConfig::default(), seed, 1.0);
             let invite = MessageSummary::new_session(Some(NeighbourId(1)));
             (0..4000)
                 .map(|_| r.on_arrival(Time::ZERO, 850, &invite))

@@ -57,8 +57,8 @@ pub(crate) fn share_of(queue_capacity: usize, share: f64) -> usize {
     ((queue_capacity as f64 * share).round() as usize).clamp(1, queue_capacity.max(1))
 }
 
-/// The local threshold's work mark when none is configured: half of T1.
-const DEFAULT_WORK_MARK: Duration = Duration::from_millis(250);
+/// A local control's work mark when none is configured: half of T1.
+pub(crate) const DEFAULT_WORK_MARK: Duration = Duration::from_millis(250);
 
 impl ThresholdConfig {
     /// The work mark in force as the local control (see the field).
@@ -150,6 +150,13 @@ impl ThresholdRejection {
             queue: QueueOccupancy::default(),
         });
         self
+    }
+
+    /// The work mark of [`Self::with_delay_mark`] without watermarks, for a control that
+    /// has marks of its own; none for a zero mark.
+    pub(crate) fn work_mark_alone(high: Duration, session_length: f64) -> Option<Self> {
+        (!high.is_zero())
+            .then(|| Self::with_marks(usize::MAX, usize::MAX).with_delay_mark(high, session_length))
     }
 
     pub fn is_rejecting(&self) -> bool {

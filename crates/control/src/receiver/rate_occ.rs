@@ -9,6 +9,13 @@
 //! Defaults (§3.7, Table 2): `ρ_B = 0.85`, `φ_max = 5`, `f_min = 0.02`, `T_c = 200 ms`
 //! (`T_m = 100 ms` in the estimator config; rate-occ2 uses 14 ms for both).
 //!
+//! sluice's addition, `queue_gate_ms`: `f` is lowered only while the estimated queueing
+//! delay exceeds 200 ms. Read over a 100 ms window, a slow server's Poisson bursts push `ρ`
+//! above `ρ_B` at 0.6–0.8 of its capacity, and each such reading rejected calls the server
+//! had room for. Under overload the queue passes the gate within an interval or two, and
+//! `f` then falls as eq. 3 says. The papers' RE (`Scenario::paper_re` in the simulator)
+//! sets the gate to 0.
+//!
 //! What it cannot do as published: hold 0.9 of capacity under overload. It holds the
 //! processor's occupancy at `ρ_B`, so goodput settles near `ρ_B` of capacity or below:
 //! live, three SEs at 10x of 300 calls/s carry 0.78 (0.78–0.84 over links with 10 ms and
@@ -40,6 +47,17 @@ pub struct RateOccConfig {
     pub max_increase: f64,
     /// `f_min`, the least acceptance fraction.
     pub min_fraction: f64,
+    /// Lower `f` only while the estimated queueing delay `d_q` (§3.1) exceeds this; unset:
+    /// 200 ms, the windows' `D_B`; 0: whenever `ρ > ρ_B`, as in the paper. A processor
+    /// busy for a control interval with its queue short is serving what it is offered,
+    /// not falling behind.
+    #[serde(
+        rename = "queue_gate_ms",
+        with = "crate::serde_millis::option",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[schemars(with = "Option<u64>")]
+    pub queue_gate: Option<Duration>,
 }
 
 impl Default for RateOccConfig {
@@ -49,6 +67,7 @@ impl Default for RateOccConfig {
             control_interval: Duration::from_millis(200),
             max_increase: 5.0,
             min_fraction: 0.02,
+            queue_gate: None,
         }
     }
 }
@@ -84,7 +103,11 @@ pub struct RateOcc {
     min_fraction: f64,
     core: ReceiverCore<()>,
     fraction: f64,
+    queue_gate: Duration,
 }
+
+/// The queue gate when none is configured: the windows' `D_B` (Shen et al., Table 2).
+const DEFAULT_QUEUE_GATE: Duration = Duration::from_millis(200);
 
 impl RateOcc {
     pub fn new(
@@ -101,6 +124,7 @@ impl RateOcc {
             min_fraction: or(config.min_fraction, 0.02).clamp(0.0, 1.0),
             core: ReceiverCore::new(estimator, sources, Fairness::UserCentric, now),
             fraction: 1.0,
+            queue_gate: config.queue_gate.unwrap_or(DEFAULT_QUEUE_GATE),
         }
     }
 
@@ -134,13 +158,22 @@ impl FeedbackGenerator for RateOcc {
         self.core.estimator.handle_timeout(now);
         if self.clock.due(now) {
             if let Some(rho) = self.core.estimator.occupancy() {
-                self.fraction = next_fraction(
+                let next = next_fraction(
                     self.fraction,
                     rho,
                     self.target,
                     self.max_increase,
                     self.min_fraction,
                 );
+                let falling_behind = self.queue_gate.is_zero()
+                    || self
+                        .core
+                        .estimator
+                        .queueing_delay()
+                        .is_none_or(|d_q| d_q > self.queue_gate);
+                if next >= self.fraction || falling_behind {
+                    self.fraction = next;
+                }
             }
         }
     }
@@ -181,7 +214,10 @@ mod tests {
     #[test]
     fn control_uses_the_measured_occupancy_each_interval() {
         let mut g = RateOcc::new(
-            &RateOccConfig::default(),
+            &RateOccConfig {
+                queue_gate: Some(Duration::ZERO),
+                ..RateOccConfig::default()
+            },
             &EstimatorConfig::default(),
             &ActiveSourceConfig::default(),
             Time::ZERO,
@@ -202,5 +238,57 @@ mod tests {
             .feedback_for(Time::from_millis(400), NeighbourId(42))
             .unwrap();
         assert_eq!(fb.value, FeedbackValue::AcceptFraction(g.fraction()));
+    }
+
+    #[test]
+    fn with_the_queue_gate_a_busy_processor_lowers_f_only_once_its_queue_waits() {
+        let generator = |gate_ms: Option<u64>| {
+            RateOcc::new(
+                &RateOccConfig {
+                    queue_gate: gate_ms.map(Duration::from_millis),
+                    ..RateOccConfig::default()
+                },
+                &EstimatorConfig::default(),
+                &ActiveSourceConfig::default(),
+                Time::ZERO,
+            )
+        };
+        // Busy the whole time on new sessions (50 × 2 ms per 100 ms: ρ = 1, μ = 500
+        // sessions/s), with `invites` queued: 20 are 40 ms of queue, 200 are 400 ms.
+        let run = |g: &mut RateOcc, invites: u32, from_ms: u64| {
+            for k in 0..2u64 {
+                g.on_queue(
+                    Time::ZERO,
+                    QueueOccupancy {
+                        invites,
+                        non_invites: 0,
+                    },
+                );
+                for _ in 0..50 {
+                    g.on_processed(
+                        Time::from_millis(from_ms + k * 100 + 1),
+                        &processed(MessageSummary::new_session(se(1)), true),
+                    );
+                }
+                g.handle_timeout(Time::from_millis(from_ms + (k + 1) * 100));
+            }
+        };
+        let mut paper = generator(Some(0));
+        let mut gated = generator(None);
+        run(&mut paper, 20, 0);
+        run(&mut gated, 20, 0);
+        assert!((paper.fraction() - 0.85).abs() < 1e-12);
+        assert!(
+            (gated.fraction() - 1.0).abs() < 1e-12,
+            "{}",
+            gated.fraction()
+        );
+        // Past the gate the gated generator follows eq. 3 as well.
+        run(&mut gated, 200, 200);
+        assert!(
+            (gated.fraction() - 0.85).abs() < 1e-12,
+            "{}",
+            gated.fraction()
+        );
     }
 }
