@@ -383,6 +383,7 @@ impl ControlConfig {
             Algorithm::Red => AnyLocalAdmission::Red(RedRejection::new(
                 &self.red,
                 self.seed,
+                watched_queue_capacity,
                 self.estimator.initial_session_length,
             )),
             Algorithm::Pi => AnyLocalAdmission::Pi(DualLoopPi::new(
@@ -671,7 +672,7 @@ mod tests {
         assert!((d.occ.min_fraction - 0.02).abs() < 1e-12);
         assert!((d.occ.max_increase - 5.0).abs() < 1e-12);
         assert!((d.red.queue_weight - 0.1).abs() < 1e-12);
-        assert!((d.red.th_low - 400.0).abs() < 1e-12 && (d.red.th_high - 1000.0).abs() < 1e-12);
+        assert_eq!((d.red.th_low, d.red.th_high), (None, None));
         assert_eq!(d.latency_bucket.target_latency, Duration::from_millis(100));
 
         for (name, drains) in [

@@ -141,8 +141,15 @@ impl ControlConfig {
         r.positive("control.occ.max_increase", occ.max_increase);
         let red = &self.red;
         r.share("control.red.queue_weight", red.queue_weight);
-        r.non_negative("control.red.th_low", red.th_low);
-        r.ordered("control.red.th_low", red.th_low, "th_high", red.th_high);
+        if let Some(low) = red.th_low {
+            r.non_negative("control.red.th_low", low);
+            if let Some(high) = red.th_high {
+                r.ordered("control.red.th_low", low, "th_high", high);
+            }
+        }
+        if let Some(high) = red.th_high {
+            r.non_negative("control.red.th_high", high);
+        }
         let pi = &self.pi;
         r.share("control.pi.target_cpu", pi.target_cpu);
         r.interval("control.pi.sample_interval_ms", pi.sample_interval);

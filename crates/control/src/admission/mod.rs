@@ -264,8 +264,8 @@ mod tests {
         cfg.occ.measurement_interval = Duration::ZERO;
         cfg.occ.max_increase = f64::INFINITY;
         cfg.red.queue_weight = f64::NAN;
-        cfg.red.th_low = f64::NAN;
-        cfg.red.th_high = -5.0;
+        cfg.red.th_low = Some(f64::NAN);
+        cfg.red.th_high = Some(-5.0);
         cfg.ohta.lo_wm = Some(900);
         cfg.latency_bucket.target_latency = Duration::ZERO;
         cfg.latency_bucket.adjust_interval = Duration::ZERO;

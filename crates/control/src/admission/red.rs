@@ -14,11 +14,14 @@
 //! arrival still updates `Q_avg`. `Q_avg` starts at 0. The coin tosses come from a
 //! ChaCha8 stream seeded from the config.
 //!
-//! Defaults (§III): `W_q = 0.1`, `TH_low = 400`, `TH_high = 1000` messages.
+//! Defaults (§III): `W_q = 0.1`, `TH_low = 400`, `TH_high = 1000` messages, in front of the
+//! paper's queue of 1,000: here 40 % and all of the queue the policy watches, so that they
+//! suit any queue (400 messages never reach a queue of 300), as the threshold's and Ohta's
+//! watermarks. Set counts win.
 //!
 //! By default every new INVITE is also rejected while the queue holds 250 ms of work
-//! (`work_mark_ms`), as the local threshold does: in front of a slow server 400 messages
-//! are seconds of work, and INVITEs that wait past T1 come back as retransmissions. The
+//! (`work_mark_ms`), as the local threshold does: in front of a slow server 40 % of the
+//! queue is seconds of work, and INVITEs that wait past T1 come back as retransmissions. The
 //! papers' RE (`Scenario::paper_re` in the simulator) turns the mark off.
 
 use super::threshold::DEFAULT_WORK_MARK;
@@ -35,14 +38,16 @@ use std::time::Duration;
 pub struct RedConfig {
     /// `W_q`, the weight of the newest queue length in `Q_avg`, in `(0, 1]`.
     pub queue_weight: f64,
-    /// `TH_low`, messages.
-    pub th_low: f64,
-    /// `TH_high`, messages.
-    pub th_high: f64,
+    /// `TH_low`, messages (unset: 40 % of the watched queue's capacity).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub th_low: Option<f64>,
+    /// `TH_high`, messages (unset: all of it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub th_high: Option<f64>,
     /// Also reject every new INVITE while the queue holds this much work, as the local
     /// threshold does (`threshold.work_mark_ms`); unset: 250 ms, half of T1; 0: `Q_avg`
     /// alone, as in the paper. Its thresholds are in messages, and in front of a slow
-    /// server 400 messages are seconds of work, past T1.
+    /// server 40 % of the queue is seconds of work, past T1.
     #[serde(
         rename = "work_mark_ms",
         with = "crate::serde_millis::option",
@@ -56,8 +61,8 @@ impl Default for RedConfig {
     fn default() -> Self {
         Self {
             queue_weight: 0.1,
-            th_low: 400.0,
-            th_high: 1000.0,
+            th_low: None,
+            th_high: None,
             work_mark: None,
         }
     }
@@ -88,15 +93,16 @@ pub struct RedRejection {
 }
 
 impl RedRejection {
-    /// A `TH_high` below `TH_low` is raised to it. The work mark counts a queued INVITE
-    /// as `session_length` messages.
-    pub fn new(config: &RedConfig, seed: u64, session_length: f64) -> Self {
-        let th_low = non_negative_or(config.th_low, 400.0);
+    /// In front of a queue of `queue_capacity` messages. A `TH_high` below `TH_low` is
+    /// raised to it. The work mark counts a queued INVITE as `session_length` messages.
+    pub fn new(config: &RedConfig, seed: u64, queue_capacity: usize, session_length: f64) -> Self {
+        let queue = queue_capacity as f64;
+        let th_low = non_negative_or(config.th_low.unwrap_or(0.4 * queue), 0.4 * queue);
         let work_mark = config.work_mark.unwrap_or(DEFAULT_WORK_MARK);
         Self {
             weight: fraction_or(config.queue_weight, 0.1).max(f64::MIN_POSITIVE),
             th_low,
-            th_high: non_negative_or(config.th_high, 1000.0).max(th_low),
+            th_high: non_negative_or(config.th_high.unwrap_or(queue), queue).max(th_low),
             q_avg: 0.0,
             rng: ChaCha8Rng::seed_from_u64(seed),
             work_mark: ThresholdRejection::work_mark_alone(work_mark, session_length),
@@ -187,7 +193,7 @@ mod tests {
 
     #[test]
     fn average_moves_a_tenth_of_the_way_on_every_arrival() {
-        let mut r = RedRejection::new(&RedConfig::default(), 3, 1.0);
+        let mut r = RedRejection::new(&RedConfig::default(), 3, 1000, 1.0);
         let ack = MessageSummary::other_request(Some(NeighbourId(1)));
         r.on_arrival(Time::ZERO, 1000, &ack);
         assert!((r.average_queue() - 100.0).abs() < 1e-9);
@@ -207,7 +213,7 @@ mod tests {
     #[test]
     fn rejects_new_invites_at_the_probability_repeatably() {
         let run = |seed| {
-            let mut r = RedRejection::new(&RedConfig::default(), seed, 1.0);
+            let mut r = RedRejection::new(&RedConfig::default(), seed, 1000, 1.0);
             let invite = MessageSummary::new_session(Some(NeighbourId(1)));
             (0..4000)
                 .map(|_| r.on_arrival(Time::ZERO, 850, &invite))
