@@ -221,7 +221,8 @@ pub struct ControlConfig {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub fairness: Option<Fairness>,
     /// Hold the delay budget `D_B` of rate-abs, win-disc (half of the work the RE's queue
-    /// holds, `receiver::QUEUE_BUDGET_SHARE`) and win-cont (all of it) to the queue;
+    /// holds, `receiver::QUEUE_BUDGET_SHARE`) and win-cont (all of it), and rate-occ's
+    /// queue gate (half), to the queue;
     /// `false` runs the paper's budget as configured, whatever the queue. A window must
     /// also cover the sessions on the links (μ times the round trip), which no queue
     /// holds: held to the queue, each SE's window gets back what it reports in flight
@@ -482,7 +483,11 @@ impl ControlConfig {
                 })
             }
             Algorithm::RateOcc => {
-                AnyFeedbackGenerator::RateOcc(RateOcc::new(&self.rate_occ, est, src, now))
+                let g = RateOcc::new(&self.rate_occ, est, src, now);
+                AnyFeedbackGenerator::RateOcc(match bound {
+                    Some(q) => g.bounded_by_queue(q),
+                    None => g,
+                })
             }
             Algorithm::Fuzzy => AnyFeedbackGenerator::LoadReport(LoadReport::new(est, src, now)),
         }

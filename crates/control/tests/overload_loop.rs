@@ -66,10 +66,14 @@ fn run_with(
     feed_forward: bool,
     server_supports: &[OcAlgorithm],
 ) -> Outcome {
-    let cfg = ControlConfig {
+    let mut cfg = ControlConfig {
         seed: 3,
         ..ControlConfig::for_algorithm(algorithm)
     };
+    // rate-occ as published: this RE has no backstop, and rate-occ's queue gate lets the
+    // queue pass it before `f` falls (0.8 s of queue here, 3 SEs at 3x), which sluice's RE
+    // bounds with the backstop's work mark (`experiments/sampled-topologies.toml`).
+    cfg.rate_occ.queue_gate = Some(Duration::ZERO);
     let mut feedback = cfg.build_feedback_generator(Time::ZERO, None);
     let mut server = OcServer::new(OcServerConfig {
         supported: server_supports.to_vec(),

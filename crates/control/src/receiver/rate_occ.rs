@@ -10,11 +10,14 @@
 //! (`T_m = 100 ms` in the estimator config; rate-occ2 uses 14 ms for both).
 //!
 //! sluice's addition, `queue_gate_ms`: `f` is lowered only while the estimated queueing
-//! delay exceeds 200 ms. Read over a 100 ms window, a slow server's Poisson bursts push `ρ`
+//! delay exceeds 200 ms (held to half the queue's work with `queue_bounded_budget`). Read over a 100 ms window, a slow server's Poisson bursts push `ρ`
 //! above `ρ_B` at 0.6–0.8 of its capacity, and each such reading rejected calls the server
 //! had room for. Under overload the queue passes the gate within an interval or two, and
-//! `f` then falls as eq. 3 says. The papers' RE (`Scenario::paper_re` in the simulator)
-//! sets the gate to 0.
+//! `f` then falls as eq. 3 says. On 200 sampled topologies (seed 1) the gate took no-harm
+//! from 45 to 77 of 78 and overload (0.9 of capacity, 0.85 over lossy links) from 8 to 108
+//! of 122. The queue then passes the gate before `f` falls: the backstop's work mark
+//! behind it (`ControlConfig::backstop`) bounds it. The papers' RE
+//! (`Scenario::paper_re` in the simulator) sets the gate to 0.
 //!
 //! What it cannot do as published: hold 0.9 of capacity under overload. It holds the
 //! processor's occupancy at `ρ_B`, so goodput settles near `ρ_B` of capacity or below:
@@ -23,7 +26,7 @@
 //! removes the headroom that absorbs a control interval's lag (`φ_max = 5` lets `f`
 //! grow fivefold in one interval). That is the algorithm's design, not a defect to tune.
 
-use super::{ControlClock, FeedbackGenerator, ReceiverCore, ReceiverMetrics};
+use super::{queue_bounded_budget, ControlClock, FeedbackGenerator, ReceiverCore, ReceiverMetrics};
 use crate::active_sources::ActiveSourceConfig;
 use crate::estimation::EstimatorConfig;
 use crate::fairness::Fairness;
@@ -104,6 +107,8 @@ pub struct RateOcc {
     core: ReceiverCore<()>,
     fraction: f64,
     queue_gate: Duration,
+    /// The RE's queue in messages, when the gate is held to it.
+    queue_capacity: Option<f64>,
 }
 
 /// The queue gate when none is configured: the windows' `D_B` (Shen et al., Table 2).
@@ -125,7 +130,17 @@ impl RateOcc {
             core: ReceiverCore::new(estimator, sources, Fairness::UserCentric, now),
             fraction: 1.0,
             queue_gate: config.queue_gate.unwrap_or(DEFAULT_QUEUE_GATE),
+            queue_capacity: None,
         }
+    }
+
+    /// Holds the queue gate to half of the work a queue of `messages` holds, as the
+    /// windows' and rate-abs's budgets ([`queue_bounded_budget`]): a gate longer than the
+    /// queue never opens, and `f` would never fall.
+    #[must_use]
+    pub fn bounded_by_queue(mut self, messages: usize) -> Self {
+        self.queue_capacity = Some(messages as f64);
+        self
     }
 
     /// The current acceptance fraction `f`.
@@ -165,12 +180,12 @@ impl FeedbackGenerator for RateOcc {
                     self.max_increase,
                     self.min_fraction,
                 );
+                let estimator = &self.core.estimator;
+                let gate = queue_bounded_budget(self.queue_gate, estimator, self.queue_capacity);
                 let falling_behind = self.queue_gate.is_zero()
-                    || self
-                        .core
-                        .estimator
+                    || estimator
                         .queueing_delay()
-                        .is_none_or(|d_q| d_q > self.queue_gate);
+                        .is_none_or(|d_q| d_q.as_secs_f64() > gate);
                 if next >= self.fraction || falling_behind {
                     self.fraction = next;
                 }
