@@ -30,9 +30,10 @@ fn example(path: &str) -> Option<&'static str> {
         | "control.latency_bucket.work_mark_ms" => "250",
         "control.threshold.high_watermark" | "control.ohta.hi_wm" => "400",
         "control.red.th_low" => "400.0",
-        "control.red.th_high" => "1000.0",
         "control.threshold.low_watermark" | "control.ohta.lo_wm" => "300",
-        "control.pi.max_drain_rate" | "control.latency_bucket.max_rate" => "1000.0",
+        "control.pi.max_drain_rate" | "control.latency_bucket.max_rate" | "control.red.th_high" => {
+            "1000.0"
+        }
         "overload.client.blocking" => "\"discard\"",
         "control.fairness" => "\"max-min\"",
         "routes.host" => "\"example.com\"",
