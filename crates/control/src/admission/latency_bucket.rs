@@ -30,7 +30,7 @@
 //! monitor. Ours: `B = 20` tokens (Clearwater's 1000 suits a far larger node; 20 is a
 //! few hundred ms of the simulator's ~70 sessions/s) and no `R_max`.
 
-use super::threshold::DEFAULT_WORK_MARK;
+use super::threshold::{smoothed_service_time, DEFAULT_WORK_MARK};
 use super::{fraction_or, non_negative_or, AdmissionMetrics, LocalAdmission, ThresholdRejection};
 use crate::estimation::sane_interval;
 use crate::types::{AdmissionVerdict, Completion, MessageSummary, QueueOccupancy};
@@ -124,9 +124,6 @@ pub struct LatencyBucket {
     /// The work mark, as a threshold without watermarks; none when it is zero.
     work_mark: Option<ThresholdRejection>,
 }
-
-/// Weight of the latest service time in the smoothed one, as the threshold's work mark.
-const SERVICE_TIME_GAIN: f64 = 1.0 / 32.0;
 
 impl LatencyBucket {
     /// In front of a queue of `queue_capacity` messages, counting a queued INVITE's work
@@ -248,13 +245,7 @@ impl LocalAdmission for LatencyBucket {
         if let Some(mark) = self.work_mark.as_mut() {
             mark.on_processed(now, completion);
         }
-        if !completion.message.is_session_start() || completion.session_accepted {
-            let t = completion.service_time.as_secs_f64();
-            self.service_time = Some(match self.service_time {
-                Some(s) => s + SERVICE_TIME_GAIN * (t - s),
-                None => t,
-            });
-        }
+        self.service_time = smoothed_service_time(self.service_time, completion);
         let sample = completion
             .queueing_delay
             .saturating_add(completion.service_time)

@@ -104,6 +104,16 @@ struct DelayMark {
 /// mark holds from the first milliseconds of a run.
 const SERVICE_TIME_GAIN: f64 = 1.0 / 32.0;
 
+/// The smoothed service time of a message the processor did not reject, seconds, after
+/// `completion` (a rejection's cheap service would understate the work queued behind it).
+pub(crate) fn smoothed_service_time(smoothed: Option<f64>, completion: &Completion) -> Option<f64> {
+    if completion.message.is_session_start() && !completion.session_accepted {
+        return smoothed;
+    }
+    let t = completion.service_time.as_secs_f64();
+    Some(smoothed.map_or(t, |s| s + SERVICE_TIME_GAIN * (t - s)))
+}
+
 impl DelayMark {
     /// The queue's work: each INVITE with its session's later messages, each other
     /// message itself, at a message's service time; zero before any message was served.
@@ -199,13 +209,8 @@ impl LocalAdmission for ThresholdRejection {
         }
     }
     fn on_processed(&mut self, _now: Time, completion: &Completion) {
-        let rejection = completion.message.is_session_start() && !completion.session_accepted;
-        if let (Some(d), false) = (self.delay_mark.as_mut(), rejection) {
-            let t = completion.service_time.as_secs_f64();
-            d.service_time = Some(match d.service_time {
-                Some(s) => s + SERVICE_TIME_GAIN * (t - s),
-                None => t,
-            });
+        if let Some(d) = self.delay_mark.as_mut() {
+            d.service_time = smoothed_service_time(d.service_time, completion);
         }
     }
     fn metrics(&self) -> AdmissionMetrics {
