@@ -332,10 +332,12 @@ impl Scenario {
             ..ProxyConfig::default()
         };
         // The papers' controllers as published, without sluice's additions: no threshold
-        // backstop behind the feedback, the local controls' marks in messages without a work mark, rate-occ lowering `f` however short the queue, the equal split of §6.1.1 for rate-abs too and
-        // with nothing lent between the windows' SEs, rate-abs's budget as configured,
-        // the PI's queue loop pacing from the first INVITE, windows fed back without the
-        // echo that takes the sessions in flight off them.
+        // backstop behind the feedback, the local controls' marks in messages without a
+        // work mark, rate-occ lowering `f` however short the queue, the equal split of
+        // §6.1.1 for rate-abs too and with nothing lent between the windows' SEs,
+        // rate-abs's budget as configured, the PI's queue loop pacing from the first
+        // INVITE, windows fed back without the echo that takes the sessions in flight off
+        // them.
         re.control.backstop = false;
         re.control.threshold.work_mark = Some(std::time::Duration::ZERO);
         re.control.ohta.work_mark = Some(std::time::Duration::ZERO);
