@@ -134,6 +134,11 @@ pub struct CoreStats {
     pub dropped_repeats_waiting: u64,
     /// Initial INVITEs seen again (retransmissions): never taken for new sessions.
     pub repeated_invites: u64,
+    /// Of `repeated_invites`, retransmissions of INVITEs already answered 2xx, absorbed at
+    /// the receive stage as RFC 6026's Accepted state absorbs them: proxied again, they
+    /// would start a second transaction downstream and draw its callee's 1xx back to a
+    /// caller that already has its 2xx.
+    pub absorbed_invites_after_2xx: u64,
     /// Of `rejected_policy`, INVITEs the draining policy (`pi`) rejected as it took them
     /// from the INVITE queue (they were counted `admitted` on arrival).
     pub rejected_at_drain: u64,
@@ -984,6 +989,10 @@ impl ProxyCore {
         let sighting = invite_key.map_or(Sighting::First, |k| self.invites.sight(now, k));
         if sighting != Sighting::First {
             self.stats.repeated_invites += 1;
+        }
+        if sighting == Sighting::RepeatAnswered {
+            self.stats.absorbed_invites_after_2xx += 1;
+            return;
         }
         if sighting == Sighting::RepeatWaiting && self.split && self.drop_waiting_repeats {
             self.stats.dropped_repeats_waiting += 1;
@@ -2364,6 +2373,12 @@ impl ProxyCore {
                     self.stats
                         .setup_delay
                         .observe(now.saturating_since(link.arrived));
+                    // A re-INVITE was never remembered: this finds nothing for it.
+                    let key = self.invites.key(
+                        link.request.top_via_branch().unwrap_or_default(),
+                        link.request.header(HeaderName::CallId).unwrap_or_default(),
+                    );
+                    self.invites.answered(key);
                 }
                 for peer in dialog_addresses(&link.request, response) {
                     self.dialog_peers.add(now, peer);

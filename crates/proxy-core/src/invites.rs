@@ -20,6 +20,9 @@ pub(crate) enum Sighting {
     Repeat,
     /// Seen, and rejected: answer the retransmission with the same stateless 503.
     RepeatRejected,
+    /// Seen, and answered 2xx: absorbed, as RFC 6026's Accepted state absorbs it (§8.7),
+    /// where RFC 3261's ended transaction would have it proxied again.
+    RepeatAnswered,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -27,6 +30,7 @@ enum State {
     Waiting,
     Taken,
     Rejected,
+    Answered,
 }
 
 /// Bounded in both structures: at most `limit` entries in the order of sightings (and so
@@ -80,6 +84,7 @@ impl InviteMemory {
             Some((State::Rejected, _)) => return Sighting::RepeatRejected,
             Some((State::Waiting, _)) => return Sighting::RepeatWaiting,
             Some((State::Taken, _)) => return Sighting::Repeat,
+            Some((State::Answered, _)) => return Sighting::RepeatAnswered,
             None => {}
         }
         // The order holds every live entry and the stale ones of forgotten keys: bounding
@@ -109,6 +114,15 @@ impl InviteMemory {
         }
     }
 
+    /// The INVITE of this key was answered 2xx upstream.
+    pub fn answered(&mut self, key: u64) {
+        if let Some((r, _)) = self.seen.get_mut(&key) {
+            if *r != State::Rejected {
+                *r = State::Answered;
+            }
+        }
+    }
+
     /// The INVITE of this key was dropped unqueued: its retransmission is a first sight.
     pub fn forget(&mut self, key: u64) {
         self.seen.remove(&key);
@@ -131,7 +145,12 @@ mod tests {
         assert_eq!(m.sight(Time::from_millis(500), 1), Sighting::RepeatWaiting);
         m.taken(1);
         assert_eq!(m.sight(Time::from_millis(600), 1), Sighting::Repeat);
+        m.answered(1);
+        assert_eq!(m.sight(Time::from_millis(700), 1), Sighting::RepeatAnswered);
         m.rejected(1);
+        assert_eq!(m.sight(Time::from_secs(1), 1), Sighting::RepeatRejected);
+        // A rejected call's 503 stands: no 2xx can follow it.
+        m.answered(1);
         assert_eq!(m.sight(Time::from_secs(1), 1), Sighting::RepeatRejected);
         assert_eq!(m.sight(Time::from_secs(1), 2), Sighting::First);
         // Full: a third branch is taken for new but not remembered.

@@ -272,6 +272,43 @@ fn a_whole_call_goes_through_and_ack_and_bye_follow_the_route() {
     assert!(core.is_idle());
 }
 
+/// The race a stalled proxy (or a slow first hop) opens: the caller's retransmitted
+/// INVITE reaches the proxy after its 2xx was relayed. Proxied again, it would start a
+/// second INVITE transaction at the callee, whose answer to a retransmission (its 180
+/// again, as SIPp's) would reach a caller already past its 2xx.
+#[test]
+fn an_invite_retransmitted_after_its_2xx_is_absorbed_and_a_late_1xx_is_not_relayed() {
+    let mut core = core_with(&config());
+    let call = invite("c3r", 70);
+    let out = step(&mut core, Time::ZERO, call.as_bytes(), UAC);
+    let fwd = only_to(&out, UAS)[0].clone();
+    let t = Time::from_millis(1);
+    let ringing = answer(&fwd, 180, "Ringing");
+    assert_eq!(step(&mut core, t, ringing.as_bytes(), UAS).len(), 1);
+    assert_eq!(
+        step(&mut core, t, answer(&fwd, 200, "OK").as_bytes(), UAS).len(),
+        1
+    );
+
+    // The caller's Timer A copy, late: nothing goes anywhere.
+    let late = step(&mut core, Time::from_millis(500), call.as_bytes(), UAC);
+    assert!(
+        late.is_empty(),
+        "{:?}",
+        late.iter().map(text).collect::<Vec<_>>()
+    );
+    // The callee's 180 again (it answers a retransmission with it): dropped, counted.
+    let late_1xx = step(&mut core, Time::from_millis(501), ringing.as_bytes(), UAS);
+    assert!(late_1xx.is_empty());
+    let s = core.stats(Time::from_millis(501));
+    assert_eq!((s.absorbed_invites_after_2xx, s.forwarded_requests), (1, 1));
+    assert_eq!(s.dropped_stray_responses, 1);
+
+    // Until 64·T1 after the INVITE was first seen: then its branch is a new request's.
+    let much_later = step(&mut core, Time::from_secs(40), call.as_bytes(), UAC);
+    assert_eq!(only_to(&much_later, UAS).len(), 1);
+}
+
 #[test]
 fn cancel_is_answered_and_passed_on_and_the_487_comes_back() {
     let mut core = core_with(&config());

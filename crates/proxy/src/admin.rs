@@ -380,6 +380,7 @@ pub(crate) fn status_json(
             "stray_responses": s.dropped_stray_responses,
             "memory_budget": s.dropped_memory_budget,
             "rate_limit": s.dropped_rate_limit,
+            "invite_after_2xx": s.absorbed_invites_after_2xx,
             "send_buffer_full": send_drops,
         },
         "processed": s.processed,
@@ -741,6 +742,7 @@ pub(crate) fn render_metrics(s: &Snapshot) -> String {
         ("send_buffer_full", s.send_drops),
         ("memory_budget", st.dropped_memory_budget),
         ("rate_limit", st.dropped_rate_limit),
+        ("invite_after_2xx", st.absorbed_invites_after_2xx),
     ] {
         dropped.get_or_create(&label("reason", reason)).inc_by(v);
     }
