@@ -657,6 +657,21 @@ fn same_address(a: SocketAddr, b: SocketAddr) -> bool {
     a.port() == b.port() && a.ip().to_canonical() == b.ip().to_canonical()
 }
 
+/// A request's key in the memory of new requests: its top Via's branch and sent-by (what
+/// RFC 3261 §17.2.3 matches a server transaction on), and its Call-ID.
+fn invite_key(invites: &InviteMemory, msg: &Message) -> u64 {
+    let via = msg.header(HeaderName::Via).unwrap_or_default();
+    let sent_by = via
+        .iter()
+        .position(|&b| b == b';' || b == b',')
+        .map_or(via, |end| &via[..end]);
+    invites.key(
+        msg.top_via_branch().unwrap_or_default(),
+        sent_by,
+        msg.header(HeaderName::CallId).unwrap_or_default(),
+    )
+}
+
 fn to_tag_kind(msg: &Message) -> (bool, bool) {
     match msg.header(HeaderName::To).and_then(NameAddr::tag_of) {
         Some(tag) => (true, tag == REJECT_TAG.as_bytes()),
@@ -980,12 +995,7 @@ impl ProxyCore {
             && !matches!(msg.method(), Some(Method::Ack | Method::Cancel));
         // A retransmitted new request is not new: it must not be rejected while its
         // original waits in the queue (and one whose request was rejected gets the same 503).
-        let invite_key = new_request.then(|| {
-            self.invites.key(
-                msg.top_via_branch().unwrap_or_default(),
-                msg.header(HeaderName::CallId).unwrap_or_default(),
-            )
-        });
+        let invite_key = new_request.then(|| invite_key(&self.invites, &msg));
         let sighting = invite_key.map_or(Sighting::First, |k| self.invites.sight(now, k));
         if sighting != Sighting::First {
             self.stats.repeated_invites += 1;
@@ -2374,10 +2384,7 @@ impl ProxyCore {
                         .setup_delay
                         .observe(now.saturating_since(link.arrived));
                     // A re-INVITE was never remembered: this finds nothing for it.
-                    let key = self.invites.key(
-                        link.request.top_via_branch().unwrap_or_default(),
-                        link.request.header(HeaderName::CallId).unwrap_or_default(),
-                    );
+                    let key = invite_key(&self.invites, &link.request);
                     self.invites.answered(key);
                 }
                 for peer in dialog_addresses(&link.request, response) {

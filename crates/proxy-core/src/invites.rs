@@ -51,10 +51,11 @@ pub(crate) struct InviteMemory {
 }
 
 impl InviteMemory {
-    /// The key of an INVITE: its top Via branch and Call-ID (the branch alone would do for
-    /// RFC 3261 clients; the Call-ID guards against clients that reuse branches).
-    pub(crate) fn key(&self, branch: &[u8], call_id: &[u8]) -> u64 {
-        self.hasher.hash_one((branch, call_id))
+    /// The key of an INVITE: its top Via branch and sent-by, and its Call-ID (branch and
+    /// sent-by would do for RFC 3261 clients; the Call-ID guards against clients that reuse
+    /// branches).
+    pub(crate) fn key(&self, branch: &[u8], sent_by: &[u8], call_id: &[u8]) -> u64 {
+        self.hasher.hash_one((branch, sent_by, call_id))
     }
 
     pub fn new(ttl: Duration, limit: usize) -> Self {

@@ -304,9 +304,29 @@ fn an_invite_retransmitted_after_its_2xx_is_absorbed_and_a_late_1xx_is_not_relay
     assert_eq!((s.absorbed_invites_after_2xx, s.forwarded_requests), (1, 1));
     assert_eq!(s.dropped_stray_responses, 1);
 
+    // Another caller's INVITE with the same branch and Call-ID is not a retransmission of
+    // it: its Via names another sender (§17.2.3).
+    let other = call.replacen(
+        "Via: SIP/2.0/UDP 192.0.2.10:5062",
+        "Via: SIP/2.0/UDP 192.0.2.11:5062",
+        1,
+    );
+    let other_out = step(
+        &mut core,
+        Time::from_millis(502),
+        other.as_bytes(),
+        "192.0.2.11:5062",
+    );
+    assert_eq!(only_to(&other_out, UAS).len(), 1);
+
     // Until 64·T1 after the INVITE was first seen: then its branch is a new request's.
     let much_later = step(&mut core, Time::from_secs(40), call.as_bytes(), UAC);
-    assert_eq!(only_to(&much_later, UAS).len(), 1);
+    // (The other caller's INVITE, unanswered, has been retransmitted meanwhile.)
+    let forwarded = only_to(&much_later, UAS)
+        .into_iter()
+        .filter(|t| !t.retransmission)
+        .count();
+    assert_eq!(forwarded, 1);
 }
 
 #[test]

@@ -309,7 +309,7 @@ impl Proxy {
             wake_main: Arc::new(Notify::new()),
             tcp: worker_tcp_tx,
             stop: workers_stop,
-            send_drops: Arc::new(AtomicU64::new(0)),
+            outbox: Arc::new(udp_port::Outbox::default()),
             read_by_thread: (0..=worker_sockets.len())
                 .map(|_| AtomicU64::new(0))
                 .collect(),
@@ -326,8 +326,12 @@ impl Proxy {
                         .build()?;
                     runtime.block_on(async move {
                         let read_by_thread = links.read_by_thread.clone();
-                        let port =
-                            UdpPort::new(UdpSocket::from_std(socket)?, i + 1, read_by_thread);
+                        let port = UdpPort::new(
+                            UdpSocket::from_std(socket)?,
+                            i + 1,
+                            read_by_thread,
+                            links.outbox.clone(),
+                        );
                         udp_port::run_worker(port, links).await
                     })?;
                     Ok(sluice_sys::thread_cpu_seconds().unwrap_or(0.0))
@@ -340,7 +344,12 @@ impl Proxy {
             .map(|s| origin + Duration::from_secs_f64(s));
         let grace = Duration::from_secs_f64(config.shutdown_grace_s);
         let mut grace_end: Option<Instant> = None;
-        let mut port = UdpPort::new(socket, 0, links.read_by_thread.clone());
+        let mut port = UdpPort::new(
+            socket,
+            0,
+            links.read_by_thread.clone(),
+            links.outbox.clone(),
+        );
         let mut unrecorded_busy = Duration::ZERO;
         let (mut tcp, mut tcp_inputs) = Tcp::new(&config.tcp, tcp_listener);
         // The connection whose turn it is, with the messages of it not yet taken; and the
@@ -445,7 +454,7 @@ impl Proxy {
                 (core.has_room(now()), turn_left, out_of_time)
             };
             if out_of_time {
-                port.flush(Duration::from_millis(500)).await;
+                port.flush(&shared, clock, Duration::from_millis(500)).await;
                 // The connections' tasks write what was queued meanwhile.
                 let until = Instant::now() + Duration::from_millis(500);
                 while !tcp.flushed() && Instant::now() < until {
@@ -509,7 +518,7 @@ impl Proxy {
                 }
                 () = links.wake_main.notified() => {}
                 r = port.socket.readable() => r?,
-                r = port.socket.writable(), if port.has_pending() => r?,
+                r = port.socket.writable(), if port.send_blocked() => r?,
                 r = port.socket.ready(Interest::ERROR) => {
                     r?;
                     // Cleared first: an error that comes while the queue is drained sets
@@ -569,7 +578,7 @@ impl Proxy {
                         admission: core.admission_metrics(),
                         uptime: origin.elapsed(),
                         local,
-                        send_drops: port.send_drops + links.send_drops.load(Ordering::Relaxed),
+                        send_drops: port.send_drops(),
                         udp_threads: links.datagrams_by_thread(),
                         draining: grace_end.is_some(),
                         admin_refused: admin_thread
@@ -600,7 +609,7 @@ impl Proxy {
             elapsed: origin.elapsed(),
             tcp: tcp.stats(&stats),
             stats,
-            send_drops: port.send_drops + links.send_drops.load(Ordering::Relaxed),
+            send_drops: port.send_drops(),
             udp_threads: links.datagrams_by_thread(),
             worker_cpu_s,
         })

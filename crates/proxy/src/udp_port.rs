@@ -21,11 +21,18 @@
 //! address) puts all of one peer's traffic on one thread, where a proxy often has few
 //! peers. UDP promises no order, and the core already copes with a CANCEL before its INVITE
 //! or an ACK before its 2xx. More threads than CPUs leave the extra ones without datagrams.
+//!
+//! What the core sends leaves in the order the core made it, whichever thread made it: the
+//! threads share one [`Outbox`], filled under the core's lock, and one thread at a time
+//! sends from it (on its own socket: all are bound to the same address). Each thread
+//! sending what it took would let a thread preempted between the lock and its send be
+//! overtaken: a callee's 180 relayed after its 200, which a caller past its 2xx rejects
+//! (SIPp aborts the call).
 
 use std::collections::VecDeque;
 use std::io;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -72,8 +79,38 @@ impl Clock {
     }
 }
 
-/// One UDP socket of the proxy with what it read but the core has not seen, and what the
-/// core gave it to send that the kernel has not taken.
+/// The UDP transmits the core made that the kernel has not taken, in the core's order,
+/// shared by the UDP threads; one of them at a time sends.
+#[derive(Debug, Default)]
+pub(crate) struct Outbox {
+    queue: Mutex<VecDeque<Transmit>>,
+    /// A thread is sending: the others leave what they added to it.
+    sending: AtomicBool,
+    /// The last send stopped on a full socket buffer: the threads wait for their sockets
+    /// to be writable, and the first that is sends.
+    blocked: AtomicBool,
+    /// Transmits dropped because the send buffers stayed full.
+    drops: AtomicU64,
+}
+
+impl Outbox {
+    fn queue(&self) -> MutexGuard<'_, VecDeque<Transmit>> {
+        self.queue
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Keeps the newest [`MAX_PENDING_SENDS`], counting the others as dropped.
+    fn bound(&self, queue: &mut VecDeque<Transmit>) {
+        let excess = queue.len().saturating_sub(MAX_PENDING_SENDS);
+        if excess > 0 {
+            queue.drain(..excess);
+            self.drops.fetch_add(excess as u64, Ordering::Relaxed);
+        }
+    }
+}
+
+/// One UDP socket of the proxy with what it read but the core has not seen.
 pub(crate) struct UdpPort {
     pub(crate) socket: UdpSocket,
     buffers: RecvBuffers,
@@ -81,21 +118,28 @@ pub(crate) struct UdpPort {
     /// The socket reported an error (an ICMP message about an earlier send): its details
     /// wait in the error queue for the core.
     errors_waiting: bool,
-    pending: VecDeque<Transmit>,
-    /// The transmit at the front of `pending` already failed once on an error left by an
+    outbox: Arc<Outbox>,
+    /// What this thread is sending, taken from the outbox (its allocation kept between
+    /// turns).
+    sending: VecDeque<Transmit>,
+    /// The transmit at the front of `sending` already failed once on an error left by an
     /// ICMP message about an earlier datagram.
     retried: bool,
     error_buf: Vec<u8>,
-    /// Transmits dropped because the send buffer stayed full.
-    pub(crate) send_drops: u64,
     /// Datagrams this socket read, in its slot of the proxy's counters.
     read_counter: Arc<[AtomicU64]>,
     index: usize,
 }
 
 impl UdpPort {
-    /// The socket of UDP thread `index`, counting what it reads in `read_counter[index]`.
-    pub(crate) fn new(socket: UdpSocket, index: usize, read_counter: Arc<[AtomicU64]>) -> Self {
+    /// The socket of UDP thread `index`, counting what it reads in `read_counter[index]`
+    /// and sending from the threads' shared `outbox`.
+    pub(crate) fn new(
+        socket: UdpSocket,
+        index: usize,
+        read_counter: Arc<[AtomicU64]>,
+        outbox: Arc<Outbox>,
+    ) -> Self {
         Self {
             read_counter,
             index,
@@ -103,11 +147,16 @@ impl UdpPort {
             buffers: RecvBuffers::new(),
             inbox: Vec::with_capacity(RECV_BATCH),
             errors_waiting: false,
-            pending: VecDeque::new(),
+            outbox,
+            sending: VecDeque::new(),
             retried: false,
             error_buf: vec![0u8; 65_536],
-            send_drops: 0,
         }
+    }
+
+    /// Transmits dropped so far because the send buffers stayed full, over all threads.
+    pub(crate) fn send_drops(&self) -> u64 {
+        self.outbox.drops.load(Ordering::Relaxed)
     }
 
     /// Reads up to [`RECV_BATCH`] datagrams without the core, until the socket says it is
@@ -165,38 +214,76 @@ impl UdpPort {
         })
     }
 
-    /// Takes what the core has to send: UDP into this port's queue, TCP to `tcp`. Returns
-    /// whether there was anything.
+    /// Takes what the core has to send (under its lock, so in its order): UDP into the
+    /// outbox, TCP to `tcp`. Returns whether there was anything.
     pub(crate) fn take_transmits(
         &mut self,
         core: &mut ProxyCore,
         mut tcp: impl FnMut(&mut ProxyCore, Transmit),
     ) -> bool {
         let mut any = false;
+        let mut queue = None;
         while let Some(t) = core.poll_transmit() {
             any = true;
             match t.transport {
-                Transport::Udp => self.pending.push_back(t),
+                Transport::Udp => queue
+                    .get_or_insert_with(|| self.outbox.queue())
+                    .push_back(t),
                 Transport::Tcp => tcp(core, t),
             }
+        }
+        if let Some(mut queue) = queue {
+            self.outbox.bound(&mut queue);
         }
         any
     }
 
+    /// UDP transmits wait to be sent, by whichever thread.
     pub(crate) fn has_pending(&self) -> bool {
-        !self.pending.is_empty()
+        !self.outbox.queue().is_empty()
     }
 
-    /// Sends what is pending until the socket would block, without the core but for
-    /// errors; beyond [`MAX_PENDING_SENDS`] the oldest are dropped and counted.
+    /// The last send stopped on a full buffer and transmits still wait: worth waiting for
+    /// this socket to be writable.
+    pub(crate) fn send_blocked(&self) -> bool {
+        self.outbox.blocked.load(Ordering::Relaxed) && self.has_pending()
+    }
+
+    /// Sends what the outbox holds until a socket would block, unless another thread is
+    /// sending (it takes what was added meanwhile before it lets go). Without the core but
+    /// for errors.
     pub(crate) fn send(&mut self, core: &Mutex<ProxyCore>, clock: Clock) {
-        while !self.pending.is_empty() {
-            match udp_batch::send(&self.socket, &self.pending) {
+        loop {
+            if self.outbox.sending.swap(true, Ordering::Acquire) {
+                return;
+            }
+            std::mem::swap(&mut self.sending, &mut *self.outbox.queue());
+            let blocked = self.send_taken(core, clock);
+            if !self.sending.is_empty() {
+                // Sent before anything added meanwhile, which the core made later.
+                let mut queue = self.outbox.queue();
+                self.sending.append(&mut queue);
+                std::mem::swap(&mut self.sending, &mut *queue);
+                self.outbox.bound(&mut queue);
+            }
+            self.outbox.blocked.store(blocked, Ordering::Relaxed);
+            self.outbox.sending.store(false, Ordering::Release);
+            // What a thread added while this one sent, and left to it.
+            if blocked || !self.has_pending() {
+                return;
+            }
+        }
+    }
+
+    /// Sends `self.sending` until the socket would block (returns true) or it is empty.
+    fn send_taken(&mut self, core: &Mutex<ProxyCore>, clock: Clock) -> bool {
+        while !self.sending.is_empty() {
+            match udp_batch::send(&self.socket, &self.sending) {
                 Ok(sent) => {
-                    self.pending.drain(..sent.max(1));
+                    self.sending.drain(..sent.max(1));
                     self.retried = false;
                 }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return true,
                 Err(_) => {
                     let mut core = lock(core);
                     let now = clock.now();
@@ -208,40 +295,33 @@ impl UdpPort {
                         continue;
                     }
                     self.retried = false;
-                    if let Some(t) = self.pending.pop_front() {
+                    if let Some(t) = self.sending.pop_front() {
                         core.handle_send_error(now, t.origin);
                     }
                 }
             }
         }
-        while self.pending.len() > MAX_PENDING_SENDS {
-            self.pending.pop_front();
-            self.send_drops += 1;
-        }
+        false
     }
 
-    /// Sends what is pending, waiting for the socket as needed, for at most `limit`.
-    pub(crate) async fn flush(&mut self, limit: Duration) {
+    /// Sends what the outbox holds, waiting for the socket (or for another thread's turn)
+    /// as needed, for at most `limit`.
+    pub(crate) async fn flush(&mut self, core: &Mutex<ProxyCore>, clock: Clock, limit: Duration) {
         let until = Instant::now() + limit;
-        while !self.pending.is_empty() {
-            match udp_batch::send(&self.socket, &self.pending) {
-                Ok(sent) => {
-                    self.pending.drain(..sent.max(1));
-                }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    let left = until.saturating_duration_since(Instant::now());
-                    if left.is_zero()
-                        || tokio::time::timeout(left, self.socket.writable())
-                            .await
-                            .is_err()
-                    {
-                        return;
-                    }
-                }
-                // Failed for good: the first one is done.
-                Err(_) => {
-                    self.pending.pop_front();
-                }
+        while self.has_pending() {
+            self.send(core, clock);
+            if !self.has_pending() {
+                return;
+            }
+            let left = until.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return;
+            }
+            let wait = left.min(Duration::from_millis(1));
+            if self.outbox.blocked.load(Ordering::Relaxed) {
+                let _ = tokio::time::timeout(wait, self.socket.writable()).await;
+            } else {
+                tokio::time::sleep(wait).await;
             }
         }
     }
@@ -295,8 +375,8 @@ pub(crate) struct WorkerLinks {
     /// connections.
     pub(crate) tcp: TcpHandoff,
     pub(crate) stop: watch::Receiver<bool>,
-    /// Sum of the threads' dropped sends, read at the end.
-    pub(crate) send_drops: Arc<AtomicU64>,
+    /// The UDP transmits of every thread, in the core's order.
+    pub(crate) outbox: Arc<Outbox>,
     /// Datagrams read, per UDP thread (the main loop's first).
     pub(crate) read_by_thread: Arc<[AtomicU64]>,
 }
@@ -408,7 +488,7 @@ pub(crate) async fn run_worker(mut port: UdpPort, mut links: WorkerLinks) -> io:
         }
         tokio::select! {
             r = port.socket.readable() => r?,
-            r = port.socket.writable(), if port.has_pending() => r?,
+            r = port.socket.writable(), if port.send_blocked() => r?,
             r = port.socket.ready(Interest::ERROR) => {
                 r?;
                 let _ = port.socket.try_io(Interest::ERROR, || Err::<(), _>(io::ErrorKind::WouldBlock.into()));
@@ -423,18 +503,20 @@ pub(crate) async fn run_worker(mut port: UdpPort, mut links: WorkerLinks) -> io:
             }
         }
     }
-    port.flush(Duration::from_millis(200)).await;
-    links
-        .send_drops
-        .fetch_add(port.send_drops, Ordering::Relaxed);
+    port.flush(&links.core, links.clock, Duration::from_millis(200))
+        .await;
     Ok(())
 }
 
 #[cfg(test)]
 mod tests {
-    use super::TcpHandoff;
+    use super::{Clock, Outbox, TcpHandoff, UdpPort};
     use bytes::Bytes;
-    use sluice_proxy_core::{Lane, Transmit, Transport};
+    use sluice_proxy_core::{Lane, ProxyConfig, ProxyCore, Transmit, Transport};
+    use sluice_time::Time;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::{Arc, Mutex};
+    use std::time::{Duration, Instant};
 
     fn transmit(len: usize) -> Transmit {
         Transmit {
@@ -461,5 +543,71 @@ mod tests {
         assert_eq!(rx.try_recv().unwrap().payload.len(), 600);
         assert!(tx.try_send(transmit(500)).is_ok());
         assert!(tx.try_send(transmit(300)).is_err());
+    }
+
+    fn datagram(to: std::net::SocketAddr, n: u8) -> Transmit {
+        Transmit {
+            to,
+            transport: Transport::Udp,
+            payload: Bytes::from(vec![n]),
+            ..transmit(0)
+        }
+    }
+
+    /// Two threads' sockets on one outbox: whichever sends, what the core made leaves in
+    /// the order it made it, and a thread never sends while another is sending.
+    #[test]
+    fn the_threads_send_what_the_core_made_in_its_order() {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async {
+            let callee = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+            callee
+                .set_read_timeout(Some(Duration::from_secs(2)))
+                .unwrap();
+            let to = callee.local_addr().unwrap();
+            let outbox = Arc::new(Outbox::default());
+            let counters: Arc<[AtomicU64]> = Arc::from(vec![AtomicU64::new(0)]);
+            let port = |outbox: &Arc<Outbox>| {
+                let socket = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+                socket.set_nonblocking(true).unwrap();
+                let socket = tokio::net::UdpSocket::from_std(socket).unwrap();
+                UdpPort::new(socket, 0, counters.clone(), outbox.clone())
+            };
+            let (mut first, mut second) = (port(&outbox), port(&outbox));
+            // Tokio sends only on a socket it has seen writable.
+            first.socket.writable().await.unwrap();
+            second.socket.writable().await.unwrap();
+            let core = Mutex::new(ProxyCore::new(
+                &ProxyConfig::default(),
+                "127.0.0.1:5060".parse().unwrap(),
+                Time::ZERO,
+            ));
+            let clock = Clock {
+                origin: Instant::now(),
+            };
+            // The first thread took 1 and 2 under the core's lock, the second then 3; the
+            // second sends first.
+            outbox.queue().extend([1, 2, 3].map(|n| datagram(to, n)));
+            // While the first is sending, the second leaves everything to it.
+            outbox.sending.store(true, Ordering::SeqCst);
+            second.send(&core, clock);
+            assert_eq!(outbox.queue().len(), 3);
+            outbox.sending.store(false, Ordering::SeqCst);
+            second.send(&core, clock);
+            outbox.queue().push_back(datagram(to, 4));
+            first.send(&core, clock);
+            assert!(!first.has_pending() && !second.send_blocked());
+            let mut got = Vec::new();
+            let mut buf = [0u8; 8];
+            for _ in 0..4 {
+                let (n, _) = callee.recv_from(&mut buf).unwrap();
+                got.extend_from_slice(&buf[..n]);
+            }
+            assert_eq!(got, [1, 2, 3, 4]);
+            assert_eq!(first.send_drops(), 0);
+        });
     }
 }

@@ -20,8 +20,11 @@ fn localhost0() -> SocketAddr {
 
 /// A UAC calling through `proxy` at `rate` calls/s for `seconds`, holding each call
 /// 200 ms.
-fn calls(proxy: SocketAddr, rate: f64, seconds: u64) -> UacSummary {
+fn calls(proxy: SocketAddr, rate: f64, seconds: u64, caller: u64) -> UacSummary {
     let mut uac = UacConfig::new(localhost0(), proxy, rate);
+    // Call-IDs and branches of their own: callers that shared them would look to the
+    // proxy like one caller's retransmissions, which no control rejects.
+    uac.run_token = caller;
     uac.duration = Some(Duration::from_secs(seconds));
     uac.hold = sluice_load::uac::Hold::Constant(Duration::from_millis(200));
     uac.drain_timeout = Duration::from_secs(3);
@@ -50,7 +53,7 @@ fn run(
     });
     let addr = proxy.addr;
     let uacs: Vec<_> = (0..callers)
-        .map(|_| std::thread::spawn(move || calls(addr, rate, seconds)))
+        .map(|i| std::thread::spawn(move || calls(addr, rate, seconds, i as u64)))
         .collect();
     let summaries = uacs.into_iter().map(|t| t.join().unwrap()).collect();
     let report = proxy.finish();
@@ -129,13 +132,17 @@ fn the_pi_holds_the_same_goodput_at_three_times_capacity_with_one_thread_or_two(
     let (one, _) = goodput(1);
     let (two, report) = goodput(2);
     assert_eq!(report.udp_threads.len(), 2);
-    // Each run's goodput moves by about ±0.05 with how many INVITEs find the queue full
-    // (dropped at no emulated cost) rather than rejected by the PI (at 100 µs each):
-    // measured 0.93-0.998 with one thread, 0.90-0.97 with two, and either may be higher.
-    assert!(one > 0.85, "one thread: {one:.3}");
-    assert!(two > 0.85, "two threads: {two:.3}");
+    // The most any local control keeps at 3x with rejections at 1/25 of a call's cost and
+    // the PI's 0.9 CPU target: g_opt = 0.81 (De Cicco et al., eq. 2). Measured 0.835-0.836
+    // with one thread and with two (what waits in the queue at the end is served later).
+    let bound = sluice_control::optimal::optimal_goodput(3.0, 25.0, 0.9);
+    assert!(one > 0.95 * bound, "one thread: {one:.3}, g_opt {bound:.3}");
     assert!(
-        (one - two).abs() < 0.12,
+        two > 0.95 * bound,
+        "two threads: {two:.3}, g_opt {bound:.3}"
+    );
+    assert!(
+        (one - two).abs() < 0.05,
         "one thread {one:.3}, two threads {two:.3}"
     );
 }
