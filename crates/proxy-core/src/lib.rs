@@ -184,7 +184,8 @@
 //! UDP only (no TCP/TLS), no DNS, one branch per request (no forking), RFC 3261's INVITE
 //! transactions end on the 2xx (of RFC 6026's Accepted state the proxy keeps what matters
 //! to it: the receive stage absorbs an INVITE retransmitted after its 2xx, a late 1xx is
-//! dropped, and 2xx retransmissions are relayed statelessly), and a policy plugged in with [`ProxyCore::set_admission`] cannot drain the INVITE queue.
+//! dropped, and 2xx retransmissions are relayed statelessly), and a policy plugged in with
+//! [`ProxyCore::set_admission`] cannot drain the INVITE queue.
 //!
 //! `cargo bench -p sluice-proxy-core --bench core` measures the core without sockets.
 
