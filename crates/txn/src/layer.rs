@@ -10,6 +10,7 @@ use sluice_sip::{edit, HeaderName, Message, Method};
 use sluice_time::Time;
 use smallvec::SmallVec;
 
+use crate::index::{IndexHasher, KeyIndex};
 use crate::slab::Slab;
 use crate::timer::{TimerQueue, TimerSeq};
 use crate::types::{
@@ -190,11 +191,6 @@ struct Reliable2xx {
     life: TimerSeq,
 }
 
-/// The index tables' hasher. Their keys (branches, Call-IDs) come from the network, so the
-/// hash is keyed per process against collision flooding; foldhash's quality variant is that
-/// at a fraction of SipHash's cost on keys of a few dozen bytes.
-type IndexHasher = foldhash::quality::RandomState;
-
 /// Timer payload: which slab entry and which timer. The slab is the 2xx one for the 2xx timers.
 #[derive(Clone, Copy, Debug)]
 struct TimerRef {
@@ -225,8 +221,8 @@ fn sub_bytes(buf: &Bytes, part: &[u8]) -> Bytes {
 pub struct TransactionLayer {
     config: Config,
     txs: Slab<Tx>,
-    client_index: HashMap<ClientKey, u32, IndexHasher>,
-    server_index: HashMap<ServerKey, u32, IndexHasher>,
+    client_index: KeyIndex,
+    server_index: KeyIndex,
     oks: Slab<Reliable2xx>,
     ok_index: HashMap<OkKey, u32, IndexHasher>,
     timers: TimerQueue<TimerRef>,
@@ -239,7 +235,7 @@ pub struct TransactionLayer {
 
 /// A transaction's own bookkeeping (slot, index entry, key, timers), measured by
 /// `cargo bench -p sluice-txn --bench memory` less the messages it keeps, rounded up.
-const TX_OVERHEAD: usize = 640;
+const TX_OVERHEAD: usize = 576;
 
 /// The bytes a transaction holds: its bookkeeping and the messages it keeps.
 fn footprint(tx: &Tx) -> usize {
@@ -258,8 +254,8 @@ impl TransactionLayer {
         let config = config.sanitized();
         TransactionLayer {
             txs: Slab::new(config.max_transactions),
-            client_index: HashMap::default(),
-            server_index: HashMap::default(),
+            client_index: KeyIndex::default(),
+            server_index: KeyIndex::default(),
             oks: Slab::new(config.max_reliable_2xx),
             ok_index: HashMap::default(),
             timers: TimerQueue::new(),
@@ -398,7 +394,7 @@ impl TransactionLayer {
             return Err(Refused::Malformed);
         };
         let key = ClientKey { branch, method };
-        if self.client_index.contains_key(&key) {
+        if self.find_client(&key).is_some() {
             self.stats.refused.duplicate += 1;
             return Err(Refused::Duplicate);
         }
@@ -416,7 +412,7 @@ impl TransactionLayer {
                 State::Trying
             },
             peer: to,
-            key: TxKey::Client(key.clone()),
+            key: TxKey::Client(key),
             request: invite.then(|| Box::new(request)),
             out: out.clone(),
             interval: self.config.t1,
@@ -429,7 +425,13 @@ impl TransactionLayer {
             return Err(Refused::TableFull);
         };
         self.bytes_held += size;
-        self.client_index.insert(key, slot.index);
+        if let Some(Tx {
+            key: TxKey::Client(key),
+            ..
+        }) = self.txs.at(slot.index)
+        {
+            self.client_index.insert(key, slot.index);
+        }
         self.stats.client_created += 1;
         self.note_peak();
         let id = ClientTxId(slot);
@@ -627,7 +629,7 @@ impl TransactionLayer {
             branch: SmallVec::from_slice(response.top_via_branch()?),
             method: response.cseq()?.method.clone(),
         };
-        let &index = self.client_index.get(&key)?;
+        let index = self.find_client(&key)?;
         self.txs.at(index).map(|tx| tx.peer)
     }
 
@@ -639,12 +641,28 @@ impl TransactionLayer {
             branch: SmallVec::from_slice(branch),
             method: method.clone(),
         };
-        let &index = self.client_index.get(&key)?;
+        let index = self.find_client(&key)?;
         let tx = self.txs.at(index)?;
         Some((ClientTxId(self.txs.key_at(index)), tx.peer))
     }
 
     // ---- message handling ----
+
+    /// The slot of the client transaction matched by `key`.
+    fn find_client(&self, key: &ClientKey) -> Option<u32> {
+        self.client_index.find(
+            key,
+            |slot| matches!(self.txs.at(slot), Some(Tx { key: TxKey::Client(k), .. }) if k == key),
+        )
+    }
+
+    /// The slot of the server transaction matched by `key`.
+    fn find_server(&self, key: &ServerKey) -> Option<u32> {
+        self.server_index.find(
+            key,
+            |slot| matches!(self.txs.at(slot), Some(Tx { key: TxKey::Server(k), .. }) if k == key),
+        )
+    }
 
     fn handle_response(&mut self, now: Time, msg: Message, from: Peer) -> Received {
         let (Some(branch), Some(cseq), Some(status)) = (
@@ -659,7 +677,7 @@ impl TransactionLayer {
             branch,
             method: cseq.method.clone(),
         };
-        let Some(&index) = self.client_index.get(&key) else {
+        let Some(index) = self.find_client(&key) else {
             self.stats.stray_responses += 1;
             self.events.push_back(Event::StrayResponse {
                 response: msg,
@@ -782,7 +800,7 @@ impl TransactionLayer {
             host,
             port,
         };
-        if let Some(&index) = self.server_index.get(&key) {
+        if let Some(index) = self.find_server(&key) {
             return self.server_retransmission(now, index, is_ack);
         }
         if is_ack {
@@ -806,9 +824,8 @@ impl TransactionLayer {
                 method: Method::Invite,
                 ..key.clone()
             };
-            self.server_index
-                .get(&invite_key)
-                .map(|&i| ServerTxId(self.txs.key_at(i)))
+            self.find_server(&invite_key)
+                .map(|i| ServerTxId(self.txs.key_at(i)))
         } else {
             None
         };
@@ -825,7 +842,7 @@ impl TransactionLayer {
                 State::Trying
             },
             peer: from,
-            key: TxKey::Server(key.clone()),
+            key: TxKey::Server(key),
             request: None,
             out: Bytes::new(),
             interval: self.config.t1,
@@ -838,7 +855,13 @@ impl TransactionLayer {
             return Received::Refused;
         };
         self.bytes_held += size;
-        self.server_index.insert(key, slot.index);
+        if let Some(Tx {
+            key: TxKey::Server(key),
+            ..
+        }) = self.txs.at(slot.index)
+        {
+            self.server_index.insert(key, slot.index);
+        }
         self.stats.server_created += 1;
         self.note_peak();
         self.events.push_back(Event::Request {
@@ -1070,11 +1093,11 @@ impl TransactionLayer {
         self.timers.cancel(tx.life);
         let id = match tx.key {
             TxKey::Client(k) => {
-                self.client_index.remove(&k);
+                self.client_index.remove(&k, index);
                 TxId::Client(ClientTxId(key))
             }
             TxKey::Server(k) => {
-                self.server_index.remove(&k);
+                self.server_index.remove(&k, index);
                 TxId::Server(ServerTxId(key))
             }
         };

@@ -90,6 +90,7 @@
 //! forward), and response routing by Via `received`/`rport` (§18.2.2): responses go back to
 //! the transport peer the request came from.
 
+mod index;
 mod layer;
 mod slab;
 mod timer;
