@@ -1227,7 +1227,7 @@ impl ProxyCore {
                     self.cur_in_dialog = false;
                     self.cur_arrived = arrived;
                     self.cur_retransmission = false;
-                    self.forward(now, server, &request, from, true);
+                    self.forward(now, server, request, from, true);
                     self.drain_txn(now);
                 }
                 // Dropped at a full queue, or cancelled while held.
@@ -1711,7 +1711,7 @@ impl ProxyCore {
                 self.cur_in_dialog = false;
                 self.cur_retransmission = false;
                 self.cur_arrived = arrived;
-                self.forward(now, server, &request, from, true);
+                self.forward(now, server, request, from, true);
             }
         }
         self.drain_txn(now);
@@ -2118,7 +2118,7 @@ impl ProxyCore {
                 request,
                 from,
                 cancels,
-            } => self.on_request(now, tx, &request, from, cancels),
+            } => self.on_request(now, tx, request, from, cancels),
             Event::Response { tx, response } => self.on_response(now, tx, &response),
             Event::StrayResponse { response, .. } => self.relay_stray(&response),
             Event::Ack2xx { request, from, .. } => self.forward_ack(&request, from),
@@ -2189,21 +2189,21 @@ impl ProxyCore {
         &mut self,
         now: Time,
         tx: ServerTxId,
-        request: &Message,
+        request: Message,
         from: Peer,
         cancels: Option<ServerTxId>,
     ) {
         let method = request.method().cloned();
         // Policy rejections are INVITEs; the SE's reductions may be other requests too.
         if self.cur_reject && method != Some(Method::Ack) {
-            self.respond(now, tx, request, 503);
+            self.respond(now, tx, &request, 503);
             return;
         }
         if method == Some(Method::Cancel) {
             if let Some(invite_server) = cancels {
                 // §16.10: answer the CANCEL here, cancel the pending branch downstream.
                 self.stats.cancels += 1;
-                self.respond(now, tx, request, 200);
+                self.respond(now, tx, &request, 200);
                 if let Some(&client) = self.by_server.get(&invite_server) {
                     if let Some(link) = self.links.get_mut(&client) {
                         if link.provisional_seen {
@@ -2223,21 +2223,21 @@ impl ProxyCore {
         }
         if request.max_forwards() == Some(0) {
             self.stats.too_many_hops += 1;
-            self.respond(now, tx, request, 483);
+            self.respond(now, tx, &request, 483);
             return;
         }
         let invite = method == Some(Method::Invite);
         if invite {
             // §16.2: a stateful proxy sends 100 Trying once it decides to proxy an INVITE.
             self.stats.trying_sent += 1;
-            self.respond(now, tx, request, 100);
+            self.respond(now, tx, &request, 100);
             // Keep mode: the caller has its 100 Trying; the INVITE waits for its release.
             if let Some(key) = self.cur_hold.take() {
                 if let Some(held) = self.held.get_mut(&key) {
                     if matches!(held, Held::Queued) {
                         *held = Held::Waiting {
                             server: tx,
-                            request: request.clone(),
+                            request,
                             from,
                             arrived: self.cur_arrived,
                         };
@@ -2251,28 +2251,28 @@ impl ProxyCore {
     }
 
     /// Routes a request and sends it on a new client transaction (§16.6).
-    fn forward(&mut self, now: Time, tx: ServerTxId, request: &Message, from: Peer, invite: bool) {
-        let loop_hash = self.loop_hash(request);
-        if self.has_looped(request, loop_hash) {
+    fn forward(&mut self, now: Time, tx: ServerTxId, request: Message, from: Peer, invite: bool) {
+        let loop_hash = self.loop_hash(&request);
+        if self.has_looped(&request, loop_hash) {
             self.stats.loops += 1;
-            self.respond(now, tx, request, 482);
+            self.respond(now, tx, &request, 482);
             return;
         }
-        let (dest, pop_route) = match self.route(request) {
+        let (dest, pop_route) = match self.route(&request) {
             Ok(r) => r,
             Err(RouteError::NoRoute) => {
                 self.stats.no_route += 1;
-                self.respond(now, tx, request, 404);
+                self.respond(now, tx, &request, 404);
                 return;
             }
             Err(RouteError::Loop) => {
                 self.stats.loops += 1;
-                self.respond(now, tx, request, 482);
+                self.respond(now, tx, &request, 482);
                 return;
             }
             Err(RouteError::Forbidden) => {
                 self.stats.forbidden_destinations += 1;
-                self.respond(now, tx, request, 403);
+                self.respond(now, tx, &request, 403);
                 return;
             }
         };
@@ -2281,7 +2281,7 @@ impl ProxyCore {
         let dialog_creating = matches!(request.method(), Some(Method::Invite | Method::Subscribe))
             && !self.cur_in_dialog;
         let bytes = self.edit_request(
-            request,
+            &request,
             from,
             &branch,
             (dest, pop_route),
@@ -2290,7 +2290,7 @@ impl ProxyCore {
         );
         let Ok(forward) = Message::parse(bytes) else {
             self.stats.invalid += 1;
-            self.respond(now, tx, request, 500);
+            self.respond(now, tx, &request, 500);
             return;
         };
         if let Ok(client) = self.txn.send_request(now, forward, dest) {
@@ -2303,7 +2303,7 @@ impl ProxyCore {
                     client,
                     Link {
                         server: tx,
-                        request: request.clone(),
+                        request,
                         provisional_seen: false,
                         final_relayed: false,
                         cancel_pending: false,
@@ -2322,7 +2322,7 @@ impl ProxyCore {
             }
         } else {
             self.stats.refused_table_full += 1;
-            self.respond(now, tx, request, 503);
+            self.respond(now, tx, &request, 503);
         }
     }
 
