@@ -551,6 +551,11 @@ impl Hop {
         }
     }
 
+    /// RE: whether a feedback generator runs, the one reader of [`Self::on_memory`].
+    pub(crate) fn is_re(&self) -> bool {
+        self.generator.is_some()
+    }
+
     /// RE: the proxy's memory occupancy (see `ProxyCore::memory_occupancy`).
     pub(crate) fn on_memory(&mut self, now: Time, occupancy: f64) {
         if let Some(g) = self.generator.as_mut() {

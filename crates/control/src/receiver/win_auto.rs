@@ -23,6 +23,15 @@
 //! with an RE under 300 messages/s, 16 of 42 at 300–1,500 and 29 of 40 above. The delay
 //! binding does not cure it: with `D = 200 ms` four of those topologies went from 0.05,
 //! 0.40, 0.27 and 0.52 to 0.58, 0.48, 0.30 and 0.49.
+//!
+//! A slot is taken when an INVITE arrives and given back when it is processed, so an
+//! INVITE the RE then drops at its full queue keeps its slot for good: every drop shrinks
+//! its SE's window by one. That is a brake the paper does not describe, and the figures
+//! above depend on it. Giving those slots back (a drop as a processing that reopens the
+//! slot) held the overload claim on 25 of the 122 topologies instead of 45, because the
+//! SEs that overflow the queue then keep their windows; bounding the windows by the RE's
+//! speed instead (`W ≤ μ·D/n` with `D` = 200 ms) held 74 of 122 but did harm below
+//! capacity on 44 of 78, where windows too small for the offered load left calls waiting.
 
 use super::{advertised, FeedbackGenerator, ReceiverMetrics};
 use crate::active_sources::{ActiveSourceConfig, ActiveSources};
