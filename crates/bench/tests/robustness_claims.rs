@@ -193,6 +193,49 @@ scenario = { re = { control = { algorithm = "win-cont", backstop = true, queue_b
 }
 
 #[test]
+fn in_front_of_a_fast_re_with_a_short_queue_the_threshold_holds_its_work_mark_to_the_queue() {
+    // Five unequal SEs at 2.37x of an RE of 4,739 messages/s in front of 202 messages (43 ms
+    // of work), over 38 ms links. A 250 ms work mark is more than the queue holds and never
+    // fires; the watermarks alone admit bursts whose later messages come back a round trip
+    // later into a queue already at its high mark, which drops them (0.30 of capacity, 22 %
+    // of messages retransmitted). Held to half the queue's drain time, the mark admits what
+    // the queue can take (0.68, 2 %; `g_opt` is 0.73).
+    let r = runs(
+        r#"
+name = "short-fast-queue"
+title = "the threshold in front of a fast RE with a short queue"
+[base]
+duration_s = 50
+warmup_s = 20
+call = { holding_time_s = 20 }
+sources = [{ name = "UA1", share = 0.16 }, { name = "UA2", share = 0.188 }, { name = "UA3", share = 0.145 }, { name = "UA4", share = 0.131 }, { name = "UA5", share = 0.859 }]
+link = { delay_ms = 38.46 }
+re = { cost_forward_us = 211.0, cost_reject_us = 35.17, queue_capacity = 202 }
+[sweep]
+offered_load = [2.37]
+[[variant]]
+label = "watermarks alone"
+scenario = { re = { control = { algorithm = "threshold", threshold = { work_mark_ms = 0 } } } }
+[[variant]]
+label = "held to the queue"
+scenario = { re = { control = { algorithm = "threshold", threshold = { work_mark_ms = 250 } } } }
+"#,
+    );
+    let (marks, held) = (of(&r, "watermarks alone"), of(&r, "held to the queue"));
+    let bound = sluice_control::optimal::optimal_goodput(2.37, held.beta, 1.0);
+    assert!(
+        marks.goodput < 0.7 * bound,
+        "watermarks alone: {} of g_opt {bound}",
+        marks.goodput
+    );
+    assert!(
+        held.goodput > 0.9 * bound,
+        "held to the queue: {} of g_opt {bound}",
+        held.goodput
+    );
+}
+
+#[test]
 fn over_lossy_links_the_work_mark_keeps_the_windows_queue_within_t1() {
     // The live bench's RE (300 calls/s, a queue of a second's work) behind three SEs,
     // offered 10x. A window counts only the sessions that reach the RE; while their later

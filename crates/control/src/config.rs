@@ -368,13 +368,13 @@ impl ControlConfig {
     ) -> AnyLocalAdmission {
         // The watermarks, and a work mark unless it is zero (`with_delay_mark` adds none).
         let threshold = |work: Duration| {
-            AnyLocalAdmission::Threshold(
-                ThresholdRejection::new(&self.threshold, watched_queue_capacity)
-                    .with_delay_mark(work, self.estimator.initial_session_length),
-            )
+            ThresholdRejection::new(&self.threshold, watched_queue_capacity)
+                .with_delay_mark(work, self.estimator.initial_session_length)
         };
         match self.algorithm {
-            Algorithm::Threshold => threshold(self.threshold.work_mark()),
+            Algorithm::Threshold => AnyLocalAdmission::Threshold(
+                threshold(self.threshold.work_mark()).held_to_queue(watched_queue_capacity),
+            ),
             Algorithm::Ohta => AnyLocalAdmission::Ohta(Ohta::new(
                 &self.ohta,
                 watched_queue_capacity,
@@ -406,7 +406,7 @@ impl ControlConfig {
             | Algorithm::RateOcc
             | Algorithm::Fuzzy => {
                 if self.backstop {
-                    threshold(self.backstop_work())
+                    AnyLocalAdmission::Threshold(threshold(self.backstop_work()))
                 } else {
                     AnyLocalAdmission::AdmitAll(AdmitAll)
                 }

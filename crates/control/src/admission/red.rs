@@ -22,7 +22,9 @@
 //! By default every new INVITE is also rejected while the queue holds 250 ms of work
 //! (`work_mark_ms`), as the local threshold does: in front of a slow server 40 % of the
 //! queue is seconds of work, and INVITEs that wait past T1 come back as retransmissions. The
-//! papers' RE (`Scenario::paper_re` in the simulator) turns the mark off.
+//! mark is held to half the time the queue takes to drain, as the threshold's; under
+//! overload it then decides before `Q_avg` does (see Ohta's module). The papers' RE
+//! (`Scenario::paper_re` in the simulator) turns the mark off.
 
 use super::threshold::DEFAULT_WORK_MARK;
 use super::{fraction_or, non_negative_or, AdmissionMetrics, LocalAdmission, ThresholdRejection};
@@ -105,7 +107,8 @@ impl RedRejection {
             th_high: non_negative_or(config.th_high.unwrap_or(queue), queue).max(th_low),
             q_avg: 0.0,
             rng: ChaCha8Rng::seed_from_u64(seed),
-            work_mark: ThresholdRejection::work_mark_alone(work_mark, session_length),
+            work_mark: ThresholdRejection::work_mark_alone(work_mark, session_length)
+                .map(|m| m.held_to_queue(queue_capacity)),
             rejected: 0,
         }
     }
