@@ -840,7 +840,7 @@ impl ProxyCore {
     /// is enough against senders who never see a branch: those who do can forge anyway),
     /// and the request's loop hash (RFC 3261 §16.6 step 8, see [`Self::loop_hash`]).
     fn new_branch(&self, loop_hash: u32) -> String {
-        // Written digit by digit: `format!` cost a forwarded request more than the hash.
+        // Written digit by digit: `format!` costs a forwarded request more than the hash.
         let mut branch = String::with_capacity(BRANCH_PREFIX.len() + 16 + 1 + 12 + 8);
         branch.push_str(BRANCH_PREFIX);
         push_hex(&mut branch, self.branch_counter, 1);
@@ -1197,7 +1197,7 @@ impl ProxyCore {
             .queue_peak
             .max(self.queue.len() + self.invite_queue.len());
         self.hop.on_queue(now, self.occupancy_now);
-        if self.hop.is_re() {
+        if self.hop.runs_generator() {
             self.hop.on_memory(now, self.memory_occupancy(now));
         }
         self.admission.get().on_queue(now, self.occupancy_now);
@@ -1894,7 +1894,7 @@ impl ProxyCore {
         }
         if changed {
             self.hop.on_queue(now, self.occupancy_now);
-            if self.hop.is_re() {
+            if self.hop.runs_generator() {
                 self.hop.on_memory(now, self.memory_occupancy(now));
             }
             self.admission.get().on_queue(now, self.occupancy_now);

@@ -552,7 +552,7 @@ impl Hop {
     }
 
     /// RE: whether a feedback generator runs, the one reader of [`Self::on_memory`].
-    pub(crate) fn is_re(&self) -> bool {
+    pub(crate) fn runs_generator(&self) -> bool {
         self.generator.is_some()
     }
 

@@ -1,9 +1,9 @@
 //! The transaction tables' indexes: from a matching key to the slab slot of its
 //! transaction. An entry is the slot and a 32-bit hash of the key, 8 bytes; the key itself
-//! is kept once, in the transaction, and compared there. A map from key to slot held a
-//! second copy of every key (up to 136 bytes with its inline branch and host): at tens of
+//! is kept once, in the transaction, and compared there. A map from key to slot would hold
+//! a second copy of every key (up to 136 bytes with its inline branch and host): at tens of
 //! thousands of lingering transactions (Timer J keeps each non-INVITE server transaction
-//! 32 s) that was most of the index's memory and of the cache misses of every lookup,
+//! 32 s) that is most of such an index's memory, and of the cache misses of every lookup,
 //! insert and removal.
 
 use std::hash::{BuildHasher, Hash};

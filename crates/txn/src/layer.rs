@@ -425,13 +425,7 @@ impl TransactionLayer {
             return Err(Refused::TableFull);
         };
         self.bytes_held += size;
-        if let Some(Tx {
-            key: TxKey::Client(key),
-            ..
-        }) = self.txs.at(slot.index)
-        {
-            self.client_index.insert(key, slot.index);
-        }
+        self.index(slot.index);
         self.stats.client_created += 1;
         self.note_peak();
         let id = ClientTxId(slot);
@@ -648,6 +642,15 @@ impl TransactionLayer {
 
     // ---- message handling ----
 
+    /// Indexes the transaction in `slot` under the key it holds.
+    fn index(&mut self, slot: u32) {
+        match self.txs.at(slot).map(|tx| &tx.key) {
+            Some(TxKey::Client(key)) => self.client_index.insert(key, slot),
+            Some(TxKey::Server(key)) => self.server_index.insert(key, slot),
+            None => {}
+        }
+    }
+
     /// The slot of the client transaction matched by `key`.
     fn find_client(&self, key: &ClientKey) -> Option<u32> {
         self.client_index.find(
@@ -855,13 +858,7 @@ impl TransactionLayer {
             return Received::Refused;
         };
         self.bytes_held += size;
-        if let Some(Tx {
-            key: TxKey::Server(key),
-            ..
-        }) = self.txs.at(slot.index)
-        {
-            self.server_index.insert(key, slot.index);
-        }
+        self.index(slot.index);
         self.stats.server_created += 1;
         self.note_peak();
         self.events.push_back(Event::Request {
