@@ -53,7 +53,6 @@ mod icmp;
 mod shell;
 pub mod signals;
 mod tcp;
-mod udp_batch;
 mod udp_port;
 pub mod watch;
 

@@ -44,7 +44,7 @@ use tokio::net::UdpSocket;
 use tokio::sync::{mpsc, watch, Notify};
 
 use crate::icmp;
-use crate::udp_batch::{self, RecvBuffers};
+use sluice_sys::udp_batch::{self, RecvBuffers};
 
 /// Datagrams read per wake-up before the processor runs: enough to amortise the wake-up,
 /// few enough that the queue-full check sees the processor's progress.
@@ -278,7 +278,10 @@ impl UdpPort {
     /// Sends `self.sending` until the socket would block (returns true) or it is empty.
     fn send_taken(&mut self, core: &Mutex<ProxyCore>, clock: Clock) -> bool {
         while !self.sending.is_empty() {
-            match udp_batch::send(&self.socket, &self.sending) {
+            match udp_batch::send(
+                &self.socket,
+                self.sending.iter().map(|t| (&t.payload[..], t.to)),
+            ) {
                 Ok(sent) => {
                     self.sending.drain(..sent.max(1));
                     self.retried = false;

@@ -5,7 +5,12 @@
 //! - a thread's CPU time from `/proc` (the proxy's UDP threads and the generator's report
 //!   their own);
 //! - ports free for UDP and TCP alike outside the kernel's ephemeral range, for test beds
-//!   that must name a SIP port before the server binds it.
+//!   that must name a SIP port before the server binds it;
+//! - batched UDP I/O on a tokio socket ([`udp_batch`]), which the proxy and the load
+//!   generator share.
+
+#[cfg(target_os = "linux")]
+pub mod udp_batch;
 
 use std::io;
 use std::os::fd::AsFd;

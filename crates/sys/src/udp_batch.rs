@@ -3,7 +3,6 @@
 //! call, and quinn-udp batches sends only as GSO segments of equal size to one destination,
 //! which a proxy's sends (each to its own peer, each its own size) are not.
 
-use std::collections::VecDeque;
 use std::io::{self, IoSlice, IoSliceMut};
 use std::net::{SocketAddr, SocketAddrV4, SocketAddrV6};
 use std::os::fd::AsRawFd;
@@ -11,13 +10,12 @@ use std::os::fd::AsRawFd;
 use nix::sys::socket::{
     recvmmsg, sendmmsg, ControlMessage, MsgFlags, MultiHeaders, SockaddrStorage,
 };
-use sluice_proxy_core::Transmit;
 use tokio::io::Interest;
 use tokio::net::UdpSocket;
 
 /// Datagrams moved per system call. Linux caps a batch at `UIO_MAXIOV` (1,024); past a few
 /// dozen the per-call saving is spent, and the receive buffers cost memory.
-pub(crate) const BATCH: usize = 32;
+pub const BATCH: usize = 32;
 
 /// The largest datagram the socket can deliver (IPv4's 65,535 less its headers), rounded up.
 const MAX_UDP_PAYLOAD: usize = 65_536;
@@ -26,18 +24,34 @@ const MAX_UDP_PAYLOAD: usize = 65_536;
 /// can be, so none is cut and the core judges every length against its own limit (which a
 /// reload may change). Zeroed allocations stay unmapped until written: resident memory
 /// grows by the pages datagrams touch, not by the buffers' size.
-pub(crate) struct RecvBuffers {
+pub struct RecvBuffers {
     bufs: Vec<Vec<u8>>,
     /// Per buffer: the bytes received and the sender, for the last batch.
     got: Vec<(usize, Option<SocketAddr>)>,
 }
 
-impl RecvBuffers {
-    pub(crate) fn new() -> Self {
+impl std::fmt::Debug for RecvBuffers {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RecvBuffers")
+            .field("buffers", &self.bufs.len())
+            .field("last_batch", &self.got.len())
+            .finish()
+    }
+}
+
+impl Default for RecvBuffers {
+    fn default() -> Self {
         Self::with_size(MAX_UDP_PAYLOAD)
     }
+}
 
-    fn with_size(size: usize) -> Self {
+impl RecvBuffers {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Buffers of `size` bytes each: a longer datagram arrives cut to it.
+    pub fn with_size(size: usize) -> Self {
         Self {
             bufs: (0..BATCH).map(|_| vec![0u8; size]).collect(),
             got: Vec::with_capacity(BATCH),
@@ -48,7 +62,7 @@ impl RecvBuffers {
     /// address to `each`, and returns how many the kernel gave. `WouldBlock` when there was
     /// none (tokio's readiness is cleared then); any other error is the socket's pending
     /// error (an ICMP report with `IP_RECVERR`), as `recv_from` would return it.
-    pub(crate) fn recv(
+    pub fn recv(
         &mut self,
         socket: &UdpSocket,
         mut each: impl FnMut(&[u8], SocketAddr),
@@ -81,25 +95,27 @@ impl RecvBuffers {
     }
 }
 
-/// One `sendmmsg` of the first [`BATCH`] transmits of `pending` without blocking; returns
-/// how many of them the kernel took, from the front (at least one). An error is the first
-/// transmit's: `WouldBlock` while the send buffer is full, else what `send_to` would have
-/// returned for it (the kernel reports an error only when it sent nothing).
-pub(crate) fn send(socket: &UdpSocket, pending: &VecDeque<Transmit>) -> io::Result<usize> {
+/// One `sendmmsg` of the first [`BATCH`] of `datagrams` (payload and destination) without
+/// blocking; returns how many of them the kernel took, from the front (at least one). An
+/// error is the first datagram's: `WouldBlock` while the send buffer is full, else what
+/// `send_to` would have returned for it (the kernel reports an error only when it sent
+/// nothing).
+pub fn send<'a>(
+    socket: &UdpSocket,
+    datagrams: impl IntoIterator<Item = (&'a [u8], SocketAddr)>,
+) -> io::Result<usize> {
     let fd = socket.as_raw_fd();
-    let batch = pending.len().min(BATCH);
-    let slices: Vec<[IoSlice<'_>; 1]> = pending
-        .iter()
-        .take(batch)
-        .map(|t| [IoSlice::new(&t.payload)])
-        .collect();
-    let addresses: Vec<Option<SockaddrStorage>> = pending
-        .iter()
-        .take(batch)
-        .map(|t| Some(SockaddrStorage::from(t.to)))
-        .collect();
+    let mut slices: Vec<[IoSlice<'_>; 1]> = Vec::with_capacity(BATCH);
+    let mut addresses: Vec<Option<SockaddrStorage>> = Vec::with_capacity(BATCH);
+    for (payload, to) in datagrams.into_iter().take(BATCH) {
+        slices.push([IoSlice::new(payload)]);
+        addresses.push(Some(SockaddrStorage::from(to)));
+    }
+    if slices.is_empty() {
+        return Ok(0);
+    }
     socket.try_io(Interest::WRITABLE, || {
-        let mut headers = MultiHeaders::<SockaddrStorage>::preallocate(batch, None);
+        let mut headers = MultiHeaders::<SockaddrStorage>::preallocate(slices.len(), None);
         let no_control: [ControlMessage<'_>; 0] = [];
         let sent = sendmmsg(
             fd,
@@ -124,19 +140,6 @@ fn std_addr(a: SockaddrStorage) -> Option<SocketAddr> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use bytes::Bytes;
-    use sluice_proxy_core::{Lane, Transport};
-
-    fn transmit(to: SocketAddr, payload: &'static [u8]) -> Transmit {
-        Transmit {
-            to,
-            transport: Transport::Udp,
-            lane: Lane::Shared,
-            payload: Bytes::from_static(payload),
-            origin: None,
-            retransmission: false,
-        }
-    }
 
     #[tokio::test]
     async fn a_batch_goes_out_in_order_to_each_destination_and_comes_in_with_its_senders() {
@@ -144,14 +147,9 @@ mod tests {
         let b = UdpSocket::bind("127.0.0.1:0").await.unwrap();
         let c = UdpSocket::bind("127.0.0.1:0").await.unwrap();
         let (to_b, to_c) = (b.local_addr().unwrap(), c.local_addr().unwrap());
-        let pending: VecDeque<Transmit> = [
-            transmit(to_b, b"one"),
-            transmit(to_c, b"two"),
-            transmit(to_b, b"three"),
-        ]
-        .into();
+        let pending: [(&[u8], SocketAddr); 3] = [(b"one", to_b), (b"two", to_c), (b"three", to_b)];
         a.writable().await.unwrap();
-        assert_eq!(send(&a, &pending).unwrap(), 3);
+        assert_eq!(send(&a, pending).unwrap(), 3);
 
         let mut buffers = RecvBuffers::new();
         let mut at_b = Vec::new();
