@@ -1,8 +1,9 @@
 //! The tokio shell: one UDP socket with large kernel buffers, a single-threaded runtime, a
 //! monotonic clock mapped to `Time`. It drains the socket in batches with `recvmmsg`,
 //! lets the core start every call due by `now` (tokio timers have 1 ms granularity, so calls
-//! are generated in batches) and sends what the core queued. [`tcp`] drives the same cores
-//! over TCP connections.
+//! are generated in batches) and sends what the core queued with `sendmmsg`; under load it
+//! reads every `COALESCE` rather than on every datagram. [`tcp`] drives the same cores over
+//! TCP connections.
 
 use std::collections::VecDeque;
 use std::io;
