@@ -53,7 +53,7 @@ pub use occ::{LocalOcc, OccConfig};
 pub use ohta::{Ohta, OhtaConfig};
 pub use pi::{DualLoopPi, PiConfig, PiLoop, RejectSelection};
 pub use red::{red_reject_probability, RedConfig, RedRejection};
-pub use threshold::{ThresholdConfig, ThresholdRejection};
+pub use threshold::{ThresholdConfig, ThresholdRejection, LOCAL_DRAIN_SHARE};
 
 use crate::types::{AdmissionVerdict, Completion, MessageSummary, QueueOccupancy};
 use sluice_time::Time;

@@ -26,7 +26,7 @@
 //! work mark before any of their marks in messages, because a queued INVITE counts with
 //! its session's later messages. Their own marks decide only with `work_mark_ms = 0`.
 
-use super::threshold::{share_of, DEFAULT_WORK_MARK};
+use super::threshold::{share_of, DEFAULT_WORK_MARK, LOCAL_DRAIN_SHARE};
 use super::{AdmissionMetrics, LocalAdmission, ThresholdRejection};
 use crate::types::{AdmissionVerdict, Completion, MessageSummary, QueueOccupancy};
 use serde::{Deserialize, Serialize};
@@ -84,7 +84,7 @@ impl Ohta {
         Self {
             inner: ThresholdRejection::with_marks(hi, lo)
                 .with_delay_mark(config.work_mark(), session_length)
-                .held_to_queue(queue_capacity),
+                .held_to_queue(queue_capacity, LOCAL_DRAIN_SHARE),
         }
     }
 

@@ -26,7 +26,7 @@
 //! overload it then decides before `Q_avg` does (see Ohta's module). The papers' RE
 //! (`Scenario::paper_re` in the simulator) turns the mark off.
 
-use super::threshold::DEFAULT_WORK_MARK;
+use super::threshold::{DEFAULT_WORK_MARK, LOCAL_DRAIN_SHARE};
 use super::{fraction_or, non_negative_or, AdmissionMetrics, LocalAdmission, ThresholdRejection};
 use crate::types::{AdmissionVerdict, Completion, MessageSummary, QueueOccupancy};
 use rand::{Rng, SeedableRng};
@@ -108,7 +108,7 @@ impl RedRejection {
             q_avg: 0.0,
             rng: ChaCha8Rng::seed_from_u64(seed),
             work_mark: ThresholdRejection::work_mark_alone(work_mark, session_length)
-                .map(|m| m.held_to_queue(queue_capacity)),
+                .map(|m| m.held_to_queue(queue_capacity, LOCAL_DRAIN_SHARE)),
             rejected: 0,
         }
     }

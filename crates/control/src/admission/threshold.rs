@@ -100,10 +100,14 @@ struct DelayMark {
     /// before the first.
     service_time: Option<f64>,
     queue: QueueOccupancy,
-    /// The watched queue's capacity in messages, when the mark is held to half the time
-    /// it takes to drain ([`ThresholdRejection::held_to_queue`]).
-    queue_capacity: Option<f64>,
+    /// When the mark is held to the queue ([`ThresholdRejection::held_to_queue`]): the
+    /// watched queue's capacity in messages times the share of its drain time held to.
+    held_messages: Option<f64>,
 }
+
+/// The share of its queue's drain time a local control's work mark is held to
+/// ([`ThresholdRejection::held_to_queue`]).
+pub const LOCAL_DRAIN_SHARE: f64 = 0.5;
 
 /// Weight of the latest service time in the smoothed one: a few dozen messages, so the
 /// mark holds from the first milliseconds of a run.
@@ -120,11 +124,11 @@ pub(crate) fn smoothed_service_time(smoothed: Option<f64>, completion: &Completi
 }
 
 impl DelayMark {
-    /// The high mark in force, seconds: the configured one, or half the watched queue's
-    /// drain time at the smoothed service time if that is shorter.
+    /// The high mark in force, seconds: the configured one, or the share of the watched
+    /// queue's drain time at the smoothed service time if that is shorter.
     fn high_in_force(&self) -> f64 {
-        match (self.queue_capacity, self.service_time) {
-            (Some(capacity), Some(t)) => self.high.min(0.5 * capacity * t),
+        match (self.held_messages, self.service_time) {
+            (Some(messages), Some(t)) => self.high.min(messages * t),
             _ => self.high,
         }
     }
@@ -172,21 +176,22 @@ impl ThresholdRejection {
             },
             service_time: None,
             queue: QueueOccupancy::default(),
-            queue_capacity: None,
+            held_messages: None,
         });
         self
     }
 
-    /// Holds the work mark to half the time the watched queue of `queue_capacity`
-    /// messages takes to drain, as the latency bucket holds its target. In front of a
-    /// fast server with a short queue, 250 ms of work is more than the queue holds: the
-    /// mark never fires, and the sessions admitted below the watermarks bring their later
-    /// messages into a queue that is then full (with 35–50 ms links they arrive together,
-    /// a round trip after their INVITEs) and drops them.
+    /// Holds the work mark to `drain_share` of the time the watched queue of
+    /// `queue_capacity` messages takes to drain ([`LOCAL_DRAIN_SHARE`] for a local
+    /// control, as the latency bucket holds its target). In front of a fast server with a
+    /// short queue, 250 ms of work is more than the queue holds: the mark never fires, and
+    /// the sessions admitted below the watermarks bring their later messages into a queue
+    /// that is then full (with 35–50 ms links they arrive together, a round trip after
+    /// their INVITEs) and drops them.
     #[must_use]
-    pub fn held_to_queue(mut self, queue_capacity: usize) -> Self {
+    pub fn held_to_queue(mut self, queue_capacity: usize, drain_share: f64) -> Self {
         if let Some(d) = self.delay_mark.as_mut() {
-            d.queue_capacity = Some(queue_capacity as f64);
+            d.held_messages = Some(queue_capacity as f64 * drain_share);
         }
         self
     }
@@ -410,7 +415,7 @@ mod tests {
         // and the hysteresis keeps its proportion: reject from 50 ms, admit below 37.5 ms.
         let mut held = ThresholdRejection::with_marks(1000, 800)
             .with_delay_mark(Duration::from_millis(250), 7.0)
-            .held_to_queue(20);
+            .held_to_queue(20, LOCAL_DRAIN_SHARE);
         held.on_processed(Time::ZERO, &served(5, MessageSummary::response(src), false));
         for (invites, non_invites, rejected) in
             [(1, 2, false), (1, 3, true), (1, 1, true), (1, 0, false)]
