@@ -623,37 +623,47 @@ mod tests {
         assert!(toml::from_str::<ControlConfig>("[enforcement]\nthrottle = \"window\"").is_err());
     }
 
+    /// What `local` says to a new INVITE after serving a message in 5 ms, with `invites`
+    /// INVITEs queued and nothing else.
+    fn verdict_after_5_ms_service(
+        mut local: AnyLocalAdmission,
+        invites: u32,
+    ) -> crate::types::AdmissionVerdict {
+        use crate::admission::LocalAdmission;
+        use crate::types::{Completion, MessageSummary, NeighbourId, QueueOccupancy};
+        let src = Some(NeighbourId(1));
+        local.on_processed(
+            Time::ZERO,
+            &Completion {
+                message: MessageSummary::response(src),
+                service_time: Duration::from_millis(5),
+                queueing_delay: Duration::ZERO,
+                session_accepted: false,
+            },
+        );
+        local.on_queue(
+            Time::ZERO,
+            QueueOccupancy {
+                invites,
+                non_invites: 0,
+            },
+        );
+        local.on_arrival(
+            Time::ZERO,
+            invites as usize,
+            &MessageSummary::new_session(src),
+        )
+    }
+
     #[test]
     fn behind_the_fuzzy_window_the_backstop_holds_its_work_mark_to_the_queue() {
-        use crate::admission::LocalAdmission;
-        use crate::types::QueueOccupancy;
-        use crate::types::{AdmissionVerdict, Completion, MessageSummary, NeighbourId};
+        use crate::types::AdmissionVerdict;
         // A queue of 20 messages served at 5 ms each drains in 100 ms. Queued INVITEs
         // count with their sessions (7 messages): 2 are 70 ms of work, 3 are 105 ms.
-        let src = Some(NeighbourId(1));
-        let verdict = |algorithm, invites: u32| {
-            let mut local =
-                ControlConfig::for_algorithm(algorithm).build_local_admission(Time::ZERO, 20);
-            local.on_processed(
-                Time::ZERO,
-                &Completion {
-                    message: MessageSummary::response(src),
-                    service_time: Duration::from_millis(5),
-                    queueing_delay: Duration::ZERO,
-                    session_accepted: false,
-                },
-            );
-            local.on_queue(
-                Time::ZERO,
-                QueueOccupancy {
-                    invites,
-                    non_invites: 0,
-                },
-            );
-            local.on_arrival(
-                Time::ZERO,
-                invites as usize,
-                &MessageSummary::new_session(src),
+        let verdict = |algorithm, invites| {
+            verdict_after_5_ms_service(
+                ControlConfig::for_algorithm(algorithm).build_local_admission(Time::ZERO, 20),
+                invites,
             )
         };
         assert_eq!(verdict(Algorithm::Fuzzy, 2), AdmissionVerdict::Admit);
@@ -769,10 +779,7 @@ mod tests {
 
     #[test]
     fn the_local_controls_with_marks_in_messages_also_reject_on_work() {
-        use crate::admission::LocalAdmission;
-        use crate::types::QueueOccupancy;
-        use crate::types::{AdmissionVerdict, Completion, MessageSummary, NeighbourId};
-        let invite = MessageSummary::new_session(Some(NeighbourId(1)));
+        use crate::types::AdmissionVerdict;
         // 5 ms a message and 7 messages a session: 10 queued INVITEs are 350 ms of work,
         // in a queue of 1,000 whose marks in messages are hundreds.
         let verdict = |algorithm: Algorithm, work_mark: Option<Duration>| {
@@ -784,24 +791,7 @@ mod tests {
             cfg.ohta.work_mark = work_mark;
             cfg.red.work_mark = work_mark;
             cfg.latency_bucket.work_mark = work_mark;
-            let mut local = cfg.build_local_admission(Time::ZERO, 1000);
-            local.on_processed(
-                Time::ZERO,
-                &Completion {
-                    message: MessageSummary::response(Some(NeighbourId(1))),
-                    service_time: Duration::from_millis(5),
-                    queueing_delay: Duration::ZERO,
-                    session_accepted: false,
-                },
-            );
-            local.on_queue(
-                Time::ZERO,
-                QueueOccupancy {
-                    invites: 10,
-                    non_invites: 0,
-                },
-            );
-            local.on_arrival(Time::ZERO, 10, &invite)
+            verdict_after_5_ms_service(cfg.build_local_admission(Time::ZERO, 1000), 10)
         };
         for algorithm in [
             Algorithm::Threshold,
