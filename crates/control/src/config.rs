@@ -354,6 +354,12 @@ impl ControlConfig {
         })
     }
 
+    /// The share of the RE queue's drain time the backstop's work mark is held to, if it
+    /// is held: the whole of it behind the fuzzy window (see `backstop_work`).
+    pub fn backstop_drain_share(&self) -> Option<f64> {
+        (self.algorithm == Algorithm::Fuzzy).then_some(1.0)
+    }
+
     /// The fairness in force: the configured one, else max-min for rate-abs and
     /// provider-centric for the others (see the field).
     pub fn fairness(&self) -> Fairness {
@@ -419,11 +425,9 @@ impl ControlConfig {
             | Algorithm::Fuzzy => {
                 if self.backstop {
                     let backstop = threshold(self.backstop_work());
-                    AnyLocalAdmission::Threshold(if self.algorithm == Algorithm::Fuzzy {
-                        // Held to the whole drain time (see `backstop_work`).
-                        backstop.held_to_queue(watched_queue_capacity, 1.0)
-                    } else {
-                        backstop
+                    AnyLocalAdmission::Threshold(match self.backstop_drain_share() {
+                        Some(share) => backstop.held_to_queue(watched_queue_capacity, share),
+                        None => backstop,
                     })
                 } else {
                     AnyLocalAdmission::AdmitAll(AdmitAll)
