@@ -76,6 +76,9 @@ impl ControlConfig {
     /// a table is wrong on the day the algorithm is switched.
     pub fn validate(&self) -> Result<(), String> {
         let mut r = Ranges::default();
+        if let Some(share) = self.backstop_drain_share {
+            r.fraction("control.backstop_drain_share", share);
+        }
         let e = &self.estimator;
         r.interval(
             "control.estimator.measurement_interval_ms",
@@ -247,7 +250,8 @@ mod tests {
 
     #[test]
     fn each_value_out_of_range_is_named_with_its_key_value_and_range() {
-        let text = "[pi]\ntarget_cpu = 7\nk_pc = -3\n[red]\nth_low = 500\nth_high = 100\n\
+        let text = "backstop_drain_share = 1.5\n\
+                    [pi]\ntarget_cpu = 7\nk_pc = -3\n[red]\nth_low = 500\nth_high = 100\n\
                     [estimator]\nmeasurement_interval_ms = 0\n";
         let cfg: ControlConfig = toml::from_str(text).unwrap();
         let err = cfg.validate().unwrap_err();
@@ -256,10 +260,11 @@ mod tests {
             "control.pi.k_pc = -3: allowed 0 or more",
             "control.red.th_low = 500: allowed up to th_high (100)",
             "control.estimator.measurement_interval_ms = 0: allowed above 0 ms",
+            "control.backstop_drain_share = 1.5: allowed from 0 to 1",
         ] {
             assert!(err.contains(part), "{part} not in: {err}");
         }
-        assert_eq!(err.matches("; ").count(), 3, "{err}");
+        assert_eq!(err.matches("; ").count(), 4, "{err}");
         let fuzzy = FuzzyWindowConfig {
             initial_window: 0.5,
             ..FuzzyWindowConfig::default()

@@ -36,6 +36,7 @@ fn example(path: &str) -> Option<&'static str> {
         }
         "overload.client.blocking" => "\"discard\"",
         "control.fairness" => "\"max-min\"",
+        "control.backstop_drain_share" => "1.0",
         "routes.host" => "\"example.com\"",
         "routes.user" => "\"alice\"",
         _ => return None,
