@@ -112,6 +112,26 @@ pub fn process_tree_cpu(pid: u32) -> Option<f64> {
     Some(total as f64 / 100.0)
 }
 
+/// Datagrams the kernel dropped because a UDP socket's receive buffer was full
+/// (`RcvbufErrors` of the `Udp:` table in /proc/PID/net/snmp), counted over the network
+/// namespace `pid` lives in; `None` for this process's own namespace.
+pub fn udp_receive_buffer_drops(pid: Option<u32>) -> Option<u64> {
+    let path = match pid {
+        Some(pid) => format!("/proc/{pid}/net/snmp"),
+        None => "/proc/self/net/snmp".to_owned(),
+    };
+    udp_rcvbuf_errors(&std::fs::read_to_string(path).ok()?)
+}
+
+/// `RcvbufErrors` from the text of /proc/net/snmp: a header line names the `Udp:` fields,
+/// the next line holds their values.
+fn udp_rcvbuf_errors(snmp: &str) -> Option<u64> {
+    let mut udp = snmp.lines().filter(|l| l.starts_with("Udp:"));
+    let (names, values) = (udp.next()?, udp.next()?);
+    let column = names.split_whitespace().position(|n| n == "RcvbufErrors")?;
+    values.split_whitespace().nth(column)?.parse().ok()
+}
+
 /// Asks a child this bench started to stop (SIGTERM lets Kamailio stop its workers), then
 /// kills it if it is still there after 3 s.
 pub fn stop_child(child: &mut std::process::Child) {
@@ -453,6 +473,17 @@ pub fn start_uas_live(duration: f64) -> Result<LiveUas, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn receive_buffer_drops_are_read_from_the_udp_table_not_udplite() {
+        let snmp = "Ip: Forwarding DefaultTTL\nIp: 1 64\n\
+            Udp: InDatagrams NoPorts InErrors OutDatagrams RcvbufErrors SndbufErrors\n\
+            Udp: 152266874 170883 379125 154311885 379119 7\n\
+            UdpLite: InDatagrams NoPorts InErrors OutDatagrams RcvbufErrors SndbufErrors\n\
+            UdpLite: 0 0 0 0 0 0\n";
+        assert_eq!(udp_rcvbuf_errors(snmp), Some(379_119));
+        assert_eq!(udp_rcvbuf_errors("Ip: Forwarding\nIp: 1\n"), None);
+    }
 
     #[test]
     fn templates_get_addresses_ports_and_whole_seconds() {

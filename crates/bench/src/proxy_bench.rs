@@ -24,7 +24,7 @@ use crate::console::{note, say, Console};
 use crate::netns::{Hosts, Testbed};
 use crate::process::{
     fill_template, free_sip_port, fresh_run_token, kamailio_command, process_tree_cpu,
-    sluice_proxy_command, spawn_command, stop_child,
+    sluice_proxy_command, spawn_command, stop_child, udp_receive_buffer_drops,
 };
 use crate::sipp::{last_stats, stat};
 
@@ -85,6 +85,11 @@ pub struct BenchStep {
     pub uac_cpu: Option<f64>,
     /// Likewise for the UAS thread (sluice generator).
     pub uas_cpu: Option<f64>,
+    /// Datagrams the kernel dropped at full UDP receive buffers during the step, in the
+    /// proxy's network namespace (`--netns`; on loopback they count under the generator's).
+    pub proxy_host_drops: Option<u64>,
+    /// Likewise in the generator's namespace.
+    pub generator_host_drops: Option<u64>,
     pub clean: bool,
     /// Why a step counts as failed when the counters do not say it.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -318,6 +323,14 @@ pub fn bench_one(
                 _ => None,
             };
             let uas0 = uas_cpu();
+            let proxy_drops = || {
+                hosts
+                    .proxy_netns
+                    .as_ref()
+                    .and(child.as_ref())
+                    .and_then(|c| udp_receive_buffer_drops(Some(c.id())))
+            };
+            let drops0 = (proxy_drops(), udp_receive_buffer_drops(None));
             let started = std::time::Instant::now();
             let mut step = match args.generator {
                 Generator::Sluice => sluice_step(spec, rate, args, hosts, listen, tcp)?,
@@ -327,6 +340,10 @@ pub fn bench_one(
             let used = proxy_cpu().zip(cpu0).map(|(b, a)| b - a);
             step.proxy_cpu = used.map(|c| c / wall);
             step.uas_cpu = uas_cpu().zip(uas0).map(|(b, a)| (b - a) / wall);
+            step.proxy_host_drops = proxy_drops().zip(drops0.0).map(|(b, a)| b - a);
+            step.generator_host_drops = udp_receive_buffer_drops(None)
+                .zip(drops0.1)
+                .map(|(b, a)| b - a);
             step.proxy_us_per_call = used
                 .filter(|_| step.offered > 0)
                 .map(|c| c * 1e6 / step.offered as f64);
@@ -410,6 +427,8 @@ fn sluice_step(
         proxy_us_per_call: None,
         uac_cpu: run.cpu_s.map(|c| c / run.wall_s),
         uas_cpu: None,
+        proxy_host_drops: None,
+        generator_host_drops: None,
         clean: s.clean(),
         note: None,
     })
@@ -512,6 +531,8 @@ fn sipp_step(
         proxy_us_per_call: None,
         uac_cpu: None,
         uas_cpu: None,
+        proxy_host_drops: None,
+        generator_host_drops: None,
         clean: status.success()
             && offered == calls
             && successful == calls
@@ -533,7 +554,7 @@ fn opt_ms(v: Option<f64>) -> String {
 /// A step's row of the printed table.
 pub fn step_row(s: &BenchStep) -> String {
     format!(
-        "{:<14} {:>8.0} {:>8} {:>8} {:>6} {:>6} {:>7}/{:<7} {:>8} {:>8} {:>6} {:>7} {:>6} {:>6} {} {}",
+        "{:<14} {:>8.0} {:>8} {:>8} {:>6} {:>6} {:>7}/{:<7} {:>8} {:>8} {:>6} {:>7} {:>6} {:>6} {:>6}/{:<6} {} {}",
         s.proxy,
         s.rate,
         s.offered,
@@ -552,6 +573,9 @@ pub fn step_row(s: &BenchStep) -> String {
             .map_or("-".into(), |c| format!("{:.0}%", c * 100.0)),
         s.uas_cpu
             .map_or("-".into(), |c| format!("{:.0}%", c * 100.0)),
+        s.proxy_host_drops.map_or("-".into(), |d| d.to_string()),
+        s.generator_host_drops
+            .map_or("-".into(), |d| d.to_string()),
         if s.clean { "clean" } else { "FAILED" },
         s.note.as_deref().unwrap_or("")
     )
@@ -560,7 +584,7 @@ pub fn step_row(s: &BenchStep) -> String {
 /// The header of the printed table of steps.
 pub fn step_header() -> String {
     format!(
-        "{:<14} {:>8} {:>8} {:>8} {:>6} {:>6} {:>15} {:>8} {:>8} {:>6} {:>7} {:>6} {:>6} verdict",
+        "{:<14} {:>8} {:>8} {:>8} {:>6} {:>6} {:>15} {:>8} {:>8} {:>6} {:>7} {:>6} {:>6} {:>13} verdict",
         "proxy",
         "rate/s",
         "offered",
@@ -573,7 +597,8 @@ pub fn step_header() -> String {
         "proxy",
         "us/call",
         "uac",
-        "uas"
+        "uas",
+        "drops px/gen"
     )
 }
 
@@ -665,6 +690,8 @@ pub fn bench_proxy(args: &ProxyBench, console: &dyn Console) -> Result<(), Strin
             "proxy_us_per_call",
             "uac_cpu",
             "uas_cpu",
+            "proxy_host_drops",
+            "generator_host_drops",
             "clean",
         ]);
         let o = |v: Option<f64>| v.map_or(String::new(), |v| format!("{v:.4}"));
@@ -685,6 +712,9 @@ pub fn bench_proxy(args: &ProxyBench, console: &dyn Console) -> Result<(), Strin
                 o(s.proxy_us_per_call),
                 o(s.uac_cpu),
                 o(s.uas_cpu),
+                s.proxy_host_drops.map_or(String::new(), |d| d.to_string()),
+                s.generator_host_drops
+                    .map_or(String::new(), |d| d.to_string()),
                 s.clean.to_string(),
             ]);
         }
