@@ -340,10 +340,12 @@ pub fn bench_one(
             let used = proxy_cpu().zip(cpu0).map(|(b, a)| b - a);
             step.proxy_cpu = used.map(|c| c / wall);
             step.uas_cpu = uas_cpu().zip(uas0).map(|(b, a)| (b - a) / wall);
-            step.proxy_host_drops = proxy_drops().zip(drops0.0).map(|(b, a)| b - a);
+            step.proxy_host_drops = proxy_drops()
+                .zip(drops0.0)
+                .map(|(b, a)| b.saturating_sub(a));
             step.generator_host_drops = udp_receive_buffer_drops(None)
                 .zip(drops0.1)
-                .map(|(b, a)| b - a);
+                .map(|(b, a)| b.saturating_sub(a));
             step.proxy_us_per_call = used
                 .filter(|_| step.offered > 0)
                 .map(|c| c * 1e6 / step.offered as f64);
