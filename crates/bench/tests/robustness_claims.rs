@@ -236,6 +236,49 @@ scenario = { re = { control = { algorithm = "threshold", threshold = { work_mark
 }
 
 #[test]
+fn in_front_of_a_slow_re_the_work_mark_keeps_occ_from_collapsing() {
+    // Two unequal SEs at 2.85x of an RE of 107 messages/s over 34 ms links. A saturated
+    // processor reads a load of 1 however far it is overloaded, so OCC only multiplies its
+    // acceptance probability by C_T = 0.9 each second, while its 391 queued messages are
+    // 3.6 s of work: INVITEs wait past T1, every caller retransmits and goodput collapses.
+    // The work mark rejects as soon as the queue holds 250 ms of work.
+    let r = runs(
+        r#"
+name = "occ-slow-re"
+title = "OCC in front of a slow RE"
+[base]
+duration_s = 50
+warmup_s = 20
+call = { holding_time_s = 20 }
+sources = [{ name = "UA1", share = 0.755 }, { name = "UA2", share = 0.142 }]
+link = { delay_ms = 33.85 }
+re = { cost_forward_us = 9311.0, cost_reject_us = 1551.8, queue_capacity = 391 }
+[sweep]
+offered_load = [2.85]
+[[variant]]
+label = "published"
+scenario = { re = { control = { algorithm = "occ" } } }
+[[variant]]
+label = "work mark"
+scenario = { re = { control = { algorithm = "occ", occ = { work_mark_ms = 250 } } } }
+"#,
+    );
+    let (published, marked) = (of(&r, "published"), of(&r, "work mark"));
+    let bound = sluice_control::optimal::optimal_goodput(2.85, marked.beta, 0.9);
+    assert!(
+        published.goodput < 0.2 * bound,
+        "as published: {} of g_opt {bound}",
+        published.goodput
+    );
+    assert!(
+        marked.goodput > 0.9 * bound,
+        "with the work mark: {} of g_opt {bound}",
+        marked.goodput
+    );
+    assert!(marked.retrans_ratio < 0.05, "{}", marked.retrans_ratio);
+}
+
+#[test]
 fn over_lossy_links_the_work_mark_keeps_the_windows_queue_within_t1() {
     // The live bench's RE (300 calls/s, a queue of a second's work) behind three SEs,
     // offered 10x. A window counts only the sessions that reach the RE; while their later

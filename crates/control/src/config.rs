@@ -414,7 +414,13 @@ impl ControlConfig {
                 watched_queue_capacity,
                 self.estimator.initial_session_length,
             )),
-            Algorithm::Occ => AnyLocalAdmission::Occ(LocalOcc::new(&self.occ, self.seed, now)),
+            Algorithm::Occ => AnyLocalAdmission::Occ(LocalOcc::new(
+                &self.occ,
+                self.seed,
+                now,
+                watched_queue_capacity,
+                self.estimator.initial_session_length,
+            )),
             Algorithm::Red => AnyLocalAdmission::Red(RedRejection::new(
                 &self.red,
                 self.seed,

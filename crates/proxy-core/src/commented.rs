@@ -27,6 +27,7 @@ fn example(path: &str) -> Option<&'static str> {
         | "control.threshold.work_mark_ms"
         | "control.ohta.work_mark_ms"
         | "control.red.work_mark_ms"
+        | "control.occ.work_mark_ms"
         | "control.latency_bucket.work_mark_ms" => "250",
         "control.threshold.high_watermark" | "control.ohta.hi_wm" => "400",
         "control.red.th_low" => "400.0",

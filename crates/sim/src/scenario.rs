@@ -342,6 +342,7 @@ impl Scenario {
         re.control.threshold.work_mark = Some(std::time::Duration::ZERO);
         re.control.ohta.work_mark = Some(std::time::Duration::ZERO);
         re.control.red.work_mark = Some(std::time::Duration::ZERO);
+        re.control.occ.work_mark = Some(std::time::Duration::ZERO);
         re.control.rate_occ.queue_gate = Some(std::time::Duration::ZERO);
         re.control.fairness = Some(sluice_control::Fairness::ProviderCentric);
         re.control.queue_bounded_budget = false;

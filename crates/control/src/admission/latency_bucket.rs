@@ -22,15 +22,17 @@
 //!   than the queue holds, the latency never reaches it, `R` grows without end and the full
 //!   queue drops what it cannot hold;
 //! - like the local threshold, it rejects every new INVITE while the queue holds
-//!   `work_mark_ms` of work (250 ms): in front of a slow server the full bucket and the
-//!   initial rate admit seconds of work before the first adjustment.
+//!   `work_mark_ms` of work (250 ms), held as the target to half the queue's drain time:
+//!   in front of a slow server the full bucket and the initial rate admit seconds of work
+//!   before the first adjustment, and in front of a fast one with a short queue 250 ms is
+//!   more than the queue holds.
 //!
 //! Defaults: `L_T = 100 ms`, `d = 1.2`, `i = 0.5`, `ε = 0.005`, `N = 20`, `T_adj = 2 s`,
 //! EWMA weight 1/8, initial rate 100/s and `R_min = 10/s` follow Clearwater's load
 //! monitor. Ours: `B = 20` tokens (Clearwater's 1000 suits a far larger node; 20 is a
 //! few hundred ms of the simulator's ~70 sessions/s) and no `R_max`.
 
-use super::threshold::{smoothed_service_time, DEFAULT_WORK_MARK};
+use super::threshold::{smoothed_service_time, DEFAULT_WORK_MARK, LOCAL_DRAIN_SHARE};
 use super::{fraction_or, non_negative_or, AdmissionMetrics, LocalAdmission, ThresholdRejection};
 use crate::estimation::sane_interval;
 use crate::types::{AdmissionVerdict, Completion, MessageSummary, QueueOccupancy};
@@ -68,7 +70,8 @@ pub struct LatencyBucketConfig {
     #[schemars(with = "u64")]
     pub adjust_interval: Duration,
     /// Also reject new INVITEs while the queue holds this much work, as the local threshold
-    /// does (`threshold.work_mark_ms`); unset: 250 ms, half of T1; 0: none.
+    /// does (`threshold.work_mark_ms`), held to half the queue's drain time; unset: 250 ms,
+    /// half of T1; 0: none.
     #[serde(
         rename = "work_mark_ms",
         with = "crate::serde_millis::option",
@@ -165,7 +168,8 @@ impl LatencyBucket {
             work_mark: ThresholdRejection::work_mark_alone(
                 config.work_mark.unwrap_or(DEFAULT_WORK_MARK),
                 session_length,
-            ),
+            )
+            .map(|mark| mark.held_to_queue(queue_capacity, LOCAL_DRAIN_SHARE)),
         }
     }
 
@@ -401,5 +405,47 @@ mod tests {
             b.on_arrival(Time::from_millis(100), 0, &invite()),
             AdmissionVerdict::Reject
         );
+    }
+
+    /// In front of a queue of 20 messages served in 5 ms each (100 ms to drain) the
+    /// 250 ms work mark would never fire; held to half the drain time it rejects from
+    /// 50 ms of work, each queued INVITE counted with its session.
+    #[test]
+    fn the_work_mark_is_held_to_half_the_queue_s_drain_time() {
+        let mut b = LatencyBucket::new(
+            &LatencyBucketConfig {
+                bucket_depth: 1000.0,
+                ..LatencyBucketConfig::default()
+            },
+            Time::ZERO,
+            20,
+            7.0,
+        );
+        b.on_processed(
+            Time::ZERO,
+            &Completion {
+                service_time: Duration::from_millis(5),
+                queueing_delay: Duration::ZERO,
+                ..done(5)
+            },
+        );
+        for (non_invites, verdict) in [
+            (2, AdmissionVerdict::Admit),
+            (3, AdmissionVerdict::Reject),
+            (0, AdmissionVerdict::Admit),
+        ] {
+            b.on_queue(
+                Time::ZERO,
+                QueueOccupancy {
+                    invites: 1,
+                    non_invites,
+                },
+            );
+            assert_eq!(
+                b.on_arrival(Time::ZERO, 1 + non_invites as usize, &invite()),
+                verdict,
+                "one INVITE and {non_invites} other messages"
+            );
+        }
     }
 }

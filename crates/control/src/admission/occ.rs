@@ -22,15 +22,23 @@
 //! measured load of zero means no load and takes the largest increase `φ_max`.
 //! `f` starts at 1. The coin tosses come from a ChaCha8 stream seeded from the config.
 //!
+//! By default it also rejects every new INVITE while the queue holds 250 ms of work
+//! (`work_mark_ms`), as the local threshold does, held to half the time the queue takes to
+//! drain. A saturated processor reads a load of 1 however far it is overloaded, so `f`
+//! is only multiplied by `C_T` each control interval: from 1 to 0.1 takes 22 s at
+//! `C_T = 0.9`, while the queue is full and callers retransmit. The papers' RE (`Scenario::paper_re` in the
+//! simulator) turns the mark off.
+//!
 //! Defaults (§VII, "as suggested in" Hilt & Widjaja): `T_c = 1 s`, `T_m = 0.1 s`,
 //! `f_min = 0.02`, `φ_max = 5`. De Cicco et al. ran OCC with `C_T = 0.8` and `0.9`
 //! (Fig. 11); the default here is 0.9.
 
 use super::cpu::CpuMeter;
-use super::{fraction_or, non_negative_or, AdmissionMetrics, LocalAdmission};
+use super::threshold::{DEFAULT_WORK_MARK, LOCAL_DRAIN_SHARE};
+use super::{fraction_or, non_negative_or, AdmissionMetrics, LocalAdmission, ThresholdRejection};
 use crate::estimation::sane_interval;
 use crate::receiver::occupancy_fraction_step;
-use crate::types::{AdmissionVerdict, Completion, MessageSummary};
+use crate::types::{AdmissionVerdict, Completion, MessageSummary, QueueOccupancy};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
@@ -54,6 +62,18 @@ pub struct OccConfig {
     pub min_fraction: f64,
     /// `φ_max`, the largest multiplicative increase per control interval.
     pub max_increase: f64,
+    /// Also reject new INVITEs while the queue holds this much work, as the local threshold
+    /// does (`threshold.work_mark_ms`), held to half the queue's drain time; unset: 250 ms,
+    /// half of T1; 0: the acceptance probability alone, as De Cicco et al. ran it. A
+    /// saturated processor reads a load of 1 however far it is overloaded, so `f` is only
+    /// multiplied by `C_T` each control interval while the queue overflows.
+    #[serde(
+        rename = "work_mark_ms",
+        with = "crate::serde_millis::option",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[schemars(with = "Option<u64>")]
+    pub work_mark: Option<Duration>,
 }
 
 impl Default for OccConfig {
@@ -64,6 +84,7 @@ impl Default for OccConfig {
             measurement_interval: Duration::from_millis(100),
             min_fraction: 0.02,
             max_increase: 5.0,
+            work_mark: None,
         }
     }
 }
@@ -84,11 +105,21 @@ pub struct LocalOcc {
     fraction: f64,
     rng: ChaCha8Rng,
     rejected: u64,
+    /// The work mark, as a threshold without watermarks; none when it is zero.
+    work_mark: Option<ThresholdRejection>,
 }
 
 impl LocalOcc {
-    /// Timers start at `now`; `seed` selects the coin-toss stream.
-    pub fn new(config: &OccConfig, seed: u64, now: Time) -> Self {
+    /// In front of a queue of `queue_capacity` messages, counting a queued INVITE's work
+    /// as `session_length` messages. Timers start at `now`; `seed` selects the coin-toss
+    /// stream.
+    pub fn new(
+        config: &OccConfig,
+        seed: u64,
+        now: Time,
+        queue_capacity: usize,
+        session_length: f64,
+    ) -> Self {
         let control_interval = sane_interval(config.control_interval);
         let measurement_interval = sane_interval(config.measurement_interval);
         Self {
@@ -105,6 +136,11 @@ impl LocalOcc {
             fraction: 1.0,
             rng: ChaCha8Rng::seed_from_u64(seed),
             rejected: 0,
+            work_mark: ThresholdRejection::work_mark_alone(
+                config.work_mark.unwrap_or(DEFAULT_WORK_MARK),
+                session_length,
+            )
+            .map(|mark| mark.held_to_queue(queue_capacity, LOCAL_DRAIN_SHARE)),
         }
     }
 
@@ -126,21 +162,34 @@ impl LocalOcc {
 impl LocalAdmission for LocalOcc {
     fn on_arrival(
         &mut self,
-        _now: Time,
-        _queue_len: usize,
+        now: Time,
+        queue_len: usize,
         message: &MessageSummary,
     ) -> AdmissionVerdict {
-        if !message.is_session_start() || self.fraction >= 1.0 {
+        let over_work = self.work_mark.as_mut().is_some_and(|mark| {
+            mark.on_arrival(now, queue_len, message) == AdmissionVerdict::Reject
+        });
+        if !message.is_session_start() {
             return AdmissionVerdict::Admit;
         }
-        if self.rng.gen::<f64>() < self.fraction {
+        // The coin is tossed only below 1, so that a run the mark never touches draws
+        // what it drew without the mark.
+        if !over_work && (self.fraction >= 1.0 || self.rng.gen::<f64>() < self.fraction) {
             AdmissionVerdict::Admit
         } else {
             self.rejected += 1;
             AdmissionVerdict::Reject
         }
     }
-    fn on_processed(&mut self, _now: Time, completion: &Completion) {
+    fn on_queue(&mut self, now: Time, queue: QueueOccupancy) {
+        if let Some(mark) = self.work_mark.as_mut() {
+            mark.on_queue(now, queue);
+        }
+    }
+    fn on_processed(&mut self, now: Time, completion: &Completion) {
+        if let Some(mark) = self.work_mark.as_mut() {
+            mark.on_processed(now, completion);
+        }
         self.meter.on_processed(completion.service_time);
     }
     fn on_cpu_sample(&mut self, _now: Time, busy_fraction: f64) {
@@ -203,7 +252,7 @@ mod tests {
 
     #[test]
     fn acceptance_is_multiplicative_and_clamped_at_f_min_and_one() {
-        let mut o = LocalOcc::new(&OccConfig::default(), 1, Time::ZERO);
+        let mut o = LocalOcc::new(&OccConfig::default(), 1, Time::ZERO, 1000, 7.0);
         assert!((o.fraction() - 1.0).abs() < 1e-12);
         // Load 1.0 against C_T = 0.9: f shrinks by 0.9 per control interval.
         run_interval(&mut o, 0, 1.0);
@@ -227,7 +276,7 @@ mod tests {
 
     #[test]
     fn acts_on_the_mean_load_of_the_control_interval_not_its_latest_window() {
-        let mut o = LocalOcc::new(&OccConfig::default(), 1, Time::ZERO);
+        let mut o = LocalOcc::new(&OccConfig::default(), 1, Time::ZERO, 1000, 7.0);
         let done = |ms| Completion {
             message: MessageSummary::other_request(None),
             service_time: Duration::from_millis(ms),
@@ -256,7 +305,7 @@ mod tests {
     #[test]
     fn rejects_new_invites_with_probability_one_minus_f_repeatably() {
         let run = |seed| {
-            let mut o = LocalOcc::new(&OccConfig::default(), seed, Time::ZERO);
+            let mut o = LocalOcc::new(&OccConfig::default(), seed, Time::ZERO, 1000, 7.0);
             // Overload drives f down by 0.9 per interval to f_min (0.9^37 < 0.02) ...
             for s in 0..40 {
                 run_interval(&mut o, s * 1000, 1.0);
@@ -277,11 +326,54 @@ mod tests {
         assert!((admitted / 4000.0 - 0.25).abs() < 0.03, "{admitted}");
         assert_eq!(run(7).1, a);
         assert_ne!(run(8).1, a);
-        let mut o = LocalOcc::new(&OccConfig::default(), 7, Time::ZERO);
+        let mut o = LocalOcc::new(&OccConfig::default(), 7, Time::ZERO, 1000, 7.0);
         o.fraction = 0.02;
         assert_eq!(
             o.on_arrival(Time::ZERO, 0, &MessageSummary::other_request(None)),
             AdmissionVerdict::Admit
         );
+    }
+
+    /// A saturated processor reads a load of 1 however full its queue: the work mark
+    /// turns new INVITEs away while `f` is still 1, and lets them in again once the queue
+    /// drains; with the mark at 0 only `f` decides, as published.
+    #[test]
+    fn the_work_mark_rejects_while_the_acceptance_probability_is_still_one() {
+        let invite = MessageSummary::new_session(Some(NeighbourId(1)));
+        let served = Completion {
+            message: MessageSummary::other_request(None),
+            service_time: Duration::from_millis(5),
+            queueing_delay: Duration::ZERO,
+            session_accepted: false,
+        };
+        let queue = |invites| QueueOccupancy {
+            invites,
+            non_invites: 0,
+        };
+        let published = OccConfig {
+            work_mark: Some(Duration::ZERO),
+            ..OccConfig::default()
+        };
+        for (config, rejects_when_full) in [(OccConfig::default(), true), (published, false)] {
+            // A queue of 1,000 messages at 5 ms drains in 5 s: the 250 ms mark stands.
+            let mut o = LocalOcc::new(&config, 1, Time::ZERO, 1000, 7.0);
+            o.on_processed(Time::ZERO, &served);
+            // 10 INVITEs of 7 messages at 5 ms: 350 ms of work.
+            o.on_queue(Time::ZERO, queue(10));
+            assert!((o.fraction() - 1.0).abs() < 1e-12);
+            let verdict = o.on_arrival(Time::ZERO, 10, &invite);
+            assert_eq!(verdict == AdmissionVerdict::Reject, rejects_when_full);
+            // Other messages belong to admitted sessions.
+            assert_eq!(
+                o.on_arrival(Time::ZERO, 10, &MessageSummary::other_request(None)),
+                AdmissionVerdict::Admit
+            );
+            o.on_queue(Time::ZERO, queue(1));
+            assert_eq!(
+                o.on_arrival(Time::ZERO, 1, &invite),
+                AdmissionVerdict::Admit
+            );
+            assert_eq!(o.rejected(), u64::from(rejects_when_full));
+        }
     }
 }
