@@ -32,8 +32,8 @@
 //! monitor. Ours: `B = 20` tokens (Clearwater's 1000 suits a far larger node; 20 is a
 //! few hundred ms of the simulator's ~70 sessions/s) and no `R_max`.
 
-use super::threshold::{smoothed_service_time, DEFAULT_WORK_MARK, LOCAL_DRAIN_SHARE};
-use super::{fraction_or, non_negative_or, AdmissionMetrics, LocalAdmission, ThresholdRejection};
+use super::threshold::{smoothed_service_time, WorkMark};
+use super::{fraction_or, non_negative_or, AdmissionMetrics, LocalAdmission};
 use crate::estimation::sane_interval;
 use crate::types::{AdmissionVerdict, Completion, MessageSummary, QueueOccupancy};
 use serde::{Deserialize, Serialize};
@@ -125,7 +125,7 @@ pub struct LatencyBucket {
     /// Smoothed service time of a message the processor did not reject, seconds.
     service_time: Option<f64>,
     /// The work mark, as a threshold without watermarks; none when it is zero.
-    work_mark: Option<ThresholdRejection>,
+    work_mark: WorkMark,
 }
 
 impl LatencyBucket {
@@ -165,11 +165,7 @@ impl LatencyBucket {
             rejected: 0,
             queue_capacity,
             service_time: None,
-            work_mark: ThresholdRejection::work_mark_alone(
-                config.work_mark.unwrap_or(DEFAULT_WORK_MARK),
-                session_length,
-            )
-            .map(|mark| mark.held_to_queue(queue_capacity, LOCAL_DRAIN_SHARE)),
+            work_mark: WorkMark::new(config.work_mark, queue_capacity, session_length),
         }
     }
 
@@ -224,9 +220,7 @@ impl LocalAdmission for LatencyBucket {
         queue_len: usize,
         message: &MessageSummary,
     ) -> AdmissionVerdict {
-        let over_work = self.work_mark.as_mut().is_some_and(|mark| {
-            mark.on_arrival(now, queue_len, message) == AdmissionVerdict::Reject
-        });
+        let over_work = self.work_mark.exceeded(now, queue_len, message);
         if !message.is_session_start() {
             return AdmissionVerdict::Admit;
         }
@@ -241,14 +235,10 @@ impl LocalAdmission for LatencyBucket {
         }
     }
     fn on_queue(&mut self, now: Time, queue: QueueOccupancy) {
-        if let Some(mark) = self.work_mark.as_mut() {
-            mark.on_queue(now, queue);
-        }
+        self.work_mark.on_queue(now, queue);
     }
     fn on_processed(&mut self, now: Time, completion: &Completion) {
-        if let Some(mark) = self.work_mark.as_mut() {
-            mark.on_processed(now, completion);
-        }
+        self.work_mark.on_processed(now, completion);
         self.service_time = smoothed_service_time(self.service_time, completion);
         let sample = completion
             .queueing_delay

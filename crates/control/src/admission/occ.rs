@@ -34,8 +34,8 @@
 //! (Fig. 11); the default here is 0.9.
 
 use super::cpu::CpuMeter;
-use super::threshold::{DEFAULT_WORK_MARK, LOCAL_DRAIN_SHARE};
-use super::{fraction_or, non_negative_or, AdmissionMetrics, LocalAdmission, ThresholdRejection};
+use super::threshold::WorkMark;
+use super::{fraction_or, non_negative_or, AdmissionMetrics, LocalAdmission};
 use crate::estimation::sane_interval;
 use crate::receiver::occupancy_fraction_step;
 use crate::types::{AdmissionVerdict, Completion, MessageSummary, QueueOccupancy};
@@ -106,7 +106,7 @@ pub struct LocalOcc {
     rng: ChaCha8Rng,
     rejected: u64,
     /// The work mark, as a threshold without watermarks; none when it is zero.
-    work_mark: Option<ThresholdRejection>,
+    work_mark: WorkMark,
 }
 
 impl LocalOcc {
@@ -136,11 +136,7 @@ impl LocalOcc {
             fraction: 1.0,
             rng: ChaCha8Rng::seed_from_u64(seed),
             rejected: 0,
-            work_mark: ThresholdRejection::work_mark_alone(
-                config.work_mark.unwrap_or(DEFAULT_WORK_MARK),
-                session_length,
-            )
-            .map(|mark| mark.held_to_queue(queue_capacity, LOCAL_DRAIN_SHARE)),
+            work_mark: WorkMark::new(config.work_mark, queue_capacity, session_length),
         }
     }
 
@@ -166,9 +162,7 @@ impl LocalAdmission for LocalOcc {
         queue_len: usize,
         message: &MessageSummary,
     ) -> AdmissionVerdict {
-        let over_work = self.work_mark.as_mut().is_some_and(|mark| {
-            mark.on_arrival(now, queue_len, message) == AdmissionVerdict::Reject
-        });
+        let over_work = self.work_mark.exceeded(now, queue_len, message);
         if !message.is_session_start() {
             return AdmissionVerdict::Admit;
         }
@@ -182,14 +176,10 @@ impl LocalAdmission for LocalOcc {
         }
     }
     fn on_queue(&mut self, now: Time, queue: QueueOccupancy) {
-        if let Some(mark) = self.work_mark.as_mut() {
-            mark.on_queue(now, queue);
-        }
+        self.work_mark.on_queue(now, queue);
     }
     fn on_processed(&mut self, now: Time, completion: &Completion) {
-        if let Some(mark) = self.work_mark.as_mut() {
-            mark.on_processed(now, completion);
-        }
+        self.work_mark.on_processed(now, completion);
         self.meter.on_processed(completion.service_time);
     }
     fn on_cpu_sample(&mut self, _now: Time, busy_fraction: f64) {

@@ -26,8 +26,8 @@
 //! overload it then decides before `Q_avg` does (see Ohta's module). The papers' RE
 //! (`Scenario::paper_re` in the simulator) turns the mark off.
 
-use super::threshold::{DEFAULT_WORK_MARK, LOCAL_DRAIN_SHARE};
-use super::{fraction_or, non_negative_or, AdmissionMetrics, LocalAdmission, ThresholdRejection};
+use super::threshold::WorkMark;
+use super::{fraction_or, non_negative_or, AdmissionMetrics, LocalAdmission};
 use crate::types::{AdmissionVerdict, Completion, MessageSummary, QueueOccupancy};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -90,7 +90,7 @@ pub struct RedRejection {
     q_avg: f64,
     rng: ChaCha8Rng,
     /// The work mark, as a threshold without watermarks; none when it is zero.
-    work_mark: Option<ThresholdRejection>,
+    work_mark: WorkMark,
     rejected: u64,
 }
 
@@ -100,15 +100,13 @@ impl RedRejection {
     pub fn new(config: &RedConfig, seed: u64, queue_capacity: usize, session_length: f64) -> Self {
         let queue = queue_capacity as f64;
         let th_low = non_negative_or(config.th_low.unwrap_or(0.4 * queue), 0.4 * queue);
-        let work_mark = config.work_mark.unwrap_or(DEFAULT_WORK_MARK);
         Self {
             weight: fraction_or(config.queue_weight, 0.1).max(f64::MIN_POSITIVE),
             th_low,
             th_high: non_negative_or(config.th_high.unwrap_or(queue), queue).max(th_low),
             q_avg: 0.0,
             rng: ChaCha8Rng::seed_from_u64(seed),
-            work_mark: ThresholdRejection::work_mark_alone(work_mark, session_length)
-                .map(|m| m.held_to_queue(queue_capacity, LOCAL_DRAIN_SHARE)),
+            work_mark: WorkMark::new(config.work_mark, queue_capacity, session_length),
             rejected: 0,
         }
     }
@@ -136,9 +134,7 @@ impl LocalAdmission for RedRejection {
         message: &MessageSummary,
     ) -> AdmissionVerdict {
         self.q_avg += self.weight * (queue_len as f64 - self.q_avg);
-        let over_work = self.work_mark.as_mut().is_some_and(|mark| {
-            mark.on_arrival(now, queue_len, message) == AdmissionVerdict::Reject
-        });
+        let over_work = self.work_mark.exceeded(now, queue_len, message);
         if !message.is_session_start() {
             return AdmissionVerdict::Admit;
         }
@@ -157,14 +153,10 @@ impl LocalAdmission for RedRejection {
         None
     }
     fn on_queue(&mut self, now: Time, queue: QueueOccupancy) {
-        if let Some(mark) = self.work_mark.as_mut() {
-            mark.on_queue(now, queue);
-        }
+        self.work_mark.on_queue(now, queue);
     }
     fn on_processed(&mut self, now: Time, completion: &Completion) {
-        if let Some(mark) = self.work_mark.as_mut() {
-            mark.on_processed(now, completion);
-        }
+        self.work_mark.on_processed(now, completion);
     }
     fn metrics(&self) -> AdmissionMetrics {
         AdmissionMetrics {

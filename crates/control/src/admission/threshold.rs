@@ -196,13 +196,6 @@ impl ThresholdRejection {
         self
     }
 
-    /// The work mark of [`Self::with_delay_mark`] without watermarks, for a control that
-    /// has marks of its own; none for a zero mark.
-    pub(crate) fn work_mark_alone(high: Duration, session_length: f64) -> Option<Self> {
-        (!high.is_zero())
-            .then(|| Self::with_marks(usize::MAX, usize::MAX).with_delay_mark(high, session_length))
-    }
-
     pub fn is_rejecting(&self) -> bool {
         self.rejecting
     }
@@ -210,6 +203,51 @@ impl ThresholdRejection {
     /// New INVITEs rejected so far.
     pub fn rejected(&self) -> u64 {
         self.rejected
+    }
+}
+
+/// The work mark of a local control whose own marks are not the queue's work (RED, OCC,
+/// the latency bucket): [`ThresholdRejection::with_delay_mark`] without watermarks, held
+/// to [`LOCAL_DRAIN_SHARE`] of the watched queue's drain time; none when it is zero.
+#[derive(Clone, Debug)]
+pub(crate) struct WorkMark(Option<ThresholdRejection>);
+
+impl WorkMark {
+    /// `mark` as configured (unset: [`DEFAULT_WORK_MARK`]) in front of a queue of
+    /// `queue_capacity` messages, a queued INVITE counted as `session_length` messages.
+    pub(crate) fn new(mark: Option<Duration>, queue_capacity: usize, session_length: f64) -> Self {
+        let high = mark.unwrap_or(DEFAULT_WORK_MARK);
+        Self((!high.is_zero()).then(|| {
+            ThresholdRejection::with_marks(usize::MAX, usize::MAX)
+                .with_delay_mark(high, session_length)
+                .held_to_queue(queue_capacity, LOCAL_DRAIN_SHARE)
+        }))
+    }
+
+    /// Whether new INVITEs are turned away as `message` arrives: from the mark until the
+    /// queue's work falls below its low side.
+    pub(crate) fn exceeded(
+        &mut self,
+        now: Time,
+        queue_len: usize,
+        message: &MessageSummary,
+    ) -> bool {
+        self.0.as_mut().is_some_and(|mark| {
+            mark.on_arrival(now, queue_len, message);
+            mark.is_rejecting()
+        })
+    }
+
+    pub(crate) fn on_queue(&mut self, now: Time, queue: QueueOccupancy) {
+        if let Some(mark) = self.0.as_mut() {
+            mark.on_queue(now, queue);
+        }
+    }
+
+    pub(crate) fn on_processed(&mut self, now: Time, completion: &Completion) {
+        if let Some(mark) = self.0.as_mut() {
+            mark.on_processed(now, completion);
+        }
     }
 }
 
