@@ -22,7 +22,7 @@
 //!   than the queue holds, the latency never reaches it, `R` grows without end and the full
 //!   queue drops what it cannot hold;
 //! - like the local threshold, it rejects every new INVITE while the queue holds
-//!   `work_mark_ms` of work (250 ms), held as the target to half the queue's drain time:
+//!   `work_mark_ms` of work (250 ms), held like the target to half the queue's drain time:
 //!   in front of a slow server the full bucket and the initial rate admit seconds of work
 //!   before the first adjustment, and in front of a fast one with a short queue 250 ms is
 //!   more than the queue holds.
@@ -124,7 +124,7 @@ pub struct LatencyBucket {
     queue_capacity: usize,
     /// Smoothed service time of a message the processor did not reject, seconds.
     service_time: Option<f64>,
-    /// The work mark, as a threshold without watermarks; none when it is zero.
+    /// Rejects while the queue holds `work_mark_ms` of work.
     work_mark: WorkMark,
 }
 

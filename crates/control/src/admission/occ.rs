@@ -26,8 +26,8 @@
 //! (`work_mark_ms`), as the local threshold does, held to half the time the queue takes to
 //! drain. A saturated processor reads a load of 1 however far it is overloaded, so `f`
 //! is only multiplied by `C_T` each control interval: from 1 to 0.1 takes 22 s at
-//! `C_T = 0.9`, while the queue is full and callers retransmit. The papers' RE (`Scenario::paper_re` in the
-//! simulator) turns the mark off.
+//! `C_T = 0.9`, while the queue is full and callers retransmit. The papers' RE
+//! (`Scenario::paper_re` in the simulator) turns the mark off.
 //!
 //! Defaults (§VII, "as suggested in" Hilt & Widjaja): `T_c = 1 s`, `T_m = 0.1 s`,
 //! `f_min = 0.02`, `φ_max = 5`. De Cicco et al. ran OCC with `C_T = 0.8` and `0.9`
@@ -105,7 +105,7 @@ pub struct LocalOcc {
     fraction: f64,
     rng: ChaCha8Rng,
     rejected: u64,
-    /// The work mark, as a threshold without watermarks; none when it is zero.
+    /// Rejects while the queue holds `work_mark_ms` of work.
     work_mark: WorkMark,
 }
 

@@ -89,7 +89,7 @@ pub struct RedRejection {
     th_high: f64,
     q_avg: f64,
     rng: ChaCha8Rng,
-    /// The work mark, as a threshold without watermarks; none when it is zero.
+    /// Rejects while the queue holds `work_mark_ms` of work.
     work_mark: WorkMark,
     rejected: u64,
 }
