@@ -500,7 +500,9 @@ fn sampled(file: ExperimentFile, overrides: &Overrides) -> Result<Experiment, St
     let base: Scenario = toml::Value::Table(file.base.clone())
         .try_into()
         .map_err(|e: toml::de::Error| format!("experiment {name}, base: {}", e.message()))?;
-    let topologies: Vec<_> = (0..spec.topologies)
+    let topologies: Vec<_> = spec
+        .indices()
+        .into_iter()
         .map(|k| spec.topology(k, &base))
         .collect();
     let mut points = Vec::with_capacity(file.variant.len() * topologies.len());

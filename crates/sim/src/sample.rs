@@ -56,6 +56,10 @@ pub struct SampleSpec {
     /// at least `min_warmup_s`.
     pub warmup_holding_times: f64,
     pub min_warmup_s: f64,
+    /// Only these topologies of the `topologies` drawn, by number (from 0): to run again
+    /// the worst cases of an earlier run (its `worst.csv`) without the rest. Each is the
+    /// same topology with the same seed as in the whole run.
+    pub only: Option<Vec<u32>>,
 }
 
 impl Default for SampleSpec {
@@ -77,6 +81,7 @@ impl Default for SampleSpec {
             measure_s: 60.0,
             warmup_holding_times: 2.0,
             min_warmup_s: 20.0,
+            only: None,
         }
     }
 }
@@ -185,7 +190,31 @@ impl SampleSpec {
         if self.measure_s <= 0.0 {
             return Err("sample.measure_s must be > 0".into());
         }
+        if let Some(only) = &self.only {
+            if only.is_empty() {
+                return Err("sample.only must name at least one topology".into());
+            }
+            if let Some(k) = only.iter().find(|&&k| k >= self.topologies) {
+                return Err(format!(
+                    "sample.only: topology {k} is not among the {} drawn (numbered from 0)",
+                    self.topologies
+                ));
+            }
+        }
         Ok(())
+    }
+
+    /// The numbers of the topologies to run, in order, each once.
+    pub fn indices(&self) -> Vec<u32> {
+        match &self.only {
+            Some(only) => {
+                let mut k = only.clone();
+                k.sort_unstable();
+                k.dedup();
+                k
+            }
+            None => (0..self.topologies).collect(),
+        }
     }
 
     /// Topology `index`, drawn from its own stream of `seed`.
@@ -346,5 +375,21 @@ mod tests {
         };
         assert!(spec.validate().unwrap_err().contains("sources"));
         assert!(SampleSpec::default().validate().is_ok());
+        let spec = SampleSpec {
+            only: Some(vec![3, 200]),
+            ..SampleSpec::default()
+        };
+        assert!(spec.validate().unwrap_err().contains("topology 200"));
+    }
+
+    #[test]
+    fn only_picks_topologies_by_number_in_order_once() {
+        let spec = SampleSpec {
+            only: Some(vec![42, 7, 42]),
+            ..SampleSpec::default()
+        };
+        spec.validate().unwrap();
+        assert_eq!(spec.indices(), vec![7, 42]);
+        assert_eq!(SampleSpec::default().indices().len(), 200);
     }
 }
