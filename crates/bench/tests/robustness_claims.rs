@@ -421,6 +421,139 @@ scenario = { re = { invite_queue = true, control = { algorithm = "pi" } } }
     assert!(pi.goodput >= 0.98 * none.goodput);
 }
 
+/// The PI behind sluice's RE in front of `re` (its INVITE queue as long as its main one),
+/// offered `load`, as the sampled topology `sources`, `holding_s` and `link` drew it: its
+/// CPU alone (`work_mark_ms = 0`) against its work mark, and no control when `with_none`.
+fn pi_with_and_without_its_work_mark(topology: &str, with_none: bool) -> Vec<(String, RunReport)> {
+    let none = if with_none {
+        "[[variant]]\nlabel = \"none\"\nscenario = { re = { control = { algorithm = \"none\" } } }\n"
+    } else {
+        ""
+    };
+    runs(&format!(
+        r#"
+name = "pi-work-mark"
+title = "the PI with and without its work mark"
+{topology}
+{none}
+[[variant]]
+label = "cpu alone"
+scenario = {{ re = {{ invite_queue = true, drop_waiting_retransmissions = true, control = {{ algorithm = "pi", pi = {{ work_conserving = true, work_mark_ms = 0 }} }} }} }}
+[[variant]]
+label = "work mark"
+scenario = {{ re = {{ invite_queue = true, drop_waiting_retransmissions = true, control = {{ algorithm = "pi", pi = {{ work_conserving = true, work_mark_ms = 250 }} }} }} }}
+"#
+    ))
+}
+
+/// Of [`pi_with_and_without_its_work_mark`]'s runs offered `load`: on the CPU alone the
+/// PI carried under `cpu_share` of `g_opt` with over `cpu_retrans` retransmitted; with the
+/// mark over 0.9 of it with under `mark_retrans`.
+fn assert_the_work_mark_holds_the_optimum(
+    r: &[(String, RunReport)],
+    load: f64,
+    (cpu_share, cpu_retrans): (f64, f64),
+    mark_retrans: f64,
+) {
+    let (cpu, mark) = (of(r, "cpu alone"), of(r, "work mark"));
+    let bound = sluice_control::optimal::optimal_goodput(load, mark.beta, 0.9);
+    assert!(
+        cpu.goodput < cpu_share * bound && cpu.retrans_ratio > cpu_retrans,
+        "CPU alone: {} of g_opt {bound}, {} retransmitted",
+        cpu.goodput,
+        cpu.retrans_ratio
+    );
+    assert!(
+        mark.goodput > 0.9 * bound,
+        "work mark: {} of g_opt {bound}",
+        mark.goodput
+    );
+    assert!(mark.retrans_ratio < mark_retrans, "{}", mark.retrans_ratio);
+}
+
+#[test]
+fn below_its_target_the_pis_work_mark_tells_a_burst_from_overload() {
+    // Four unequal SEs at 0.89x of an RE of 231 messages/s, C_T = 0.9 (topology 125 of
+    // the sample). Poisson bursts keep so slow a server busy past the CPU filter's 100 ms,
+    // and on the CPU alone the PI takes each for overload: it turned away a tenth of the
+    // calls. Held until the queues reach the work mark, it serves them as no control does.
+    let r = pi_with_and_without_its_work_mark(
+        r#"[base]
+duration_s = 127
+warmup_s = 67
+call = { holding_time_s = 33.5 }
+sources = [{ name = "UA1", share = 0.603 }, { name = "UA2", share = 0.702 }, { name = "UA3", share = 0.169 }, { name = "UA4", share = 0.361 }]
+link = { delay_ms = 23.65 }
+re = { cost_forward_us = 4325.3, cost_reject_us = 720.9, queue_capacity = 240, invite_queue_capacity = 240 }
+[sweep]
+offered_load = [0.8872]
+seeds = [8458122553788590858]"#,
+        true,
+    );
+    let (none, cpu, mark) = (of(&r, "none"), of(&r, "cpu alone"), of(&r, "work mark"));
+    assert!(
+        cpu.goodput < 0.95 * none.goodput,
+        "CPU alone: {} against {}",
+        cpu.goodput,
+        none.goodput
+    );
+    assert!(
+        mark.goodput >= 0.98 * none.goodput,
+        "work mark: {} against {}",
+        mark.goodput,
+        none.goodput
+    );
+    assert!(
+        (mark.setup_delay_p50_ms - none.setup_delay_p50_ms).abs() <= 5.0,
+        "{} ms against {} ms",
+        mark.setup_delay_p50_ms,
+        none.setup_delay_p50_ms
+    );
+}
+
+#[test]
+fn in_front_of_a_fast_re_with_a_short_queue_the_pis_work_mark_keeps_its_optimal_goodput() {
+    // The threshold's fast RE above (4,739 messages/s, 202 messages of queue, 38 ms
+    // links, 2.37x). The CPU loop holds C_T on average, but the sessions it admits bring
+    // their responses and ACKs back a round trip later, together, into the short queue.
+    let r = pi_with_and_without_its_work_mark(
+        r#"[base]
+duration_s = 20
+warmup_s = 8
+call = { holding_time_s = 8 }
+sources = [{ name = "UA1", share = 0.16 }, { name = "UA2", share = 0.188 }, { name = "UA3", share = 0.145 }, { name = "UA4", share = 0.131 }, { name = "UA5", share = 0.859 }]
+link = { delay_ms = 38.46 }
+re = { cost_forward_us = 211.0, cost_reject_us = 35.17, queue_capacity = 202, invite_queue_capacity = 202 }
+[sweep]
+offered_load = [2.37]"#,
+        false,
+    );
+    assert_the_work_mark_holds_the_optimum(&r, 2.37, (0.8, 0.1), 0.02);
+}
+
+#[test]
+fn near_beta_c_t_the_pis_work_mark_keeps_a_slow_re_from_collapse() {
+    // Five SEs at 5.06x of an RE of 307 messages/s (topology 55 of the sample), where
+    // answering every INVITE 503 takes 0.84 of the processor (beta = 6). On the CPU alone
+    // the start-up overruns the INVITE queue, its INVITEs wait past T1, and the calls
+    // forwarded late are abandoned upstream while the callee retransmits their 2xx: the
+    // retransmissions keep the processor full for good. g_opt is 0.07.
+    let r = pi_with_and_without_its_work_mark(
+        r#"[base]
+duration_s = 226.4
+warmup_s = 166.4
+call = { holding_time_s = 83.2 }
+sources = [{ name = "UA1", share = 0.205 }, { name = "UA2", share = 0.244 }, { name = "UA3", share = 0.101 }, { name = "UA4", share = 0.616 }, { name = "UA5", share = 0.513 }]
+link = { delay_ms = 40.66 }
+re = { cost_forward_us = 3254.2, cost_reject_us = 542.4, queue_capacity = 176, invite_queue_capacity = 176 }
+[sweep]
+offered_load = [5.0634]
+seeds = [6213594406633935325]"#,
+        false,
+    );
+    assert_the_work_mark_holds_the_optimum(&r, 5.0634, (0.5, 0.3), 0.05);
+}
+
 #[test]
 fn max_min_fairness_gives_unequal_senders_what_they_offer_below_capacity() {
     // Four SEs with shares 0.94, 0.29, 0.11, 0.13 offer 0.94x: an equal split throttles

@@ -7,6 +7,8 @@ use std::process::Command;
 
 #[path = "../../../tests/external_tools.rs"]
 mod external_tools;
+mod live_lock;
+use live_lock::one_live_run_at_a_time;
 
 const SLUICE: &str = env!("CARGO_BIN_EXE_sluice");
 
@@ -62,6 +64,7 @@ fn at_four_times_capacity(tag: &str, variants: &str, extra: &[&str]) -> (String,
 
 #[test]
 fn at_four_times_capacity_pi_holds_goodput_where_no_control_collapses() {
+    let _alone = one_live_run_at_a_time();
     let (stdout, out) = at_four_times_capacity("overload", "none:fifo,pi", &[]);
     // The same columns as `sluice sim`, in its order, then live-only ones.
     let text = std::fs::read_to_string(out.join("summary.csv")).unwrap();
@@ -96,6 +99,7 @@ fn at_four_times_capacity_pi_holds_goodput_where_no_control_collapses() {
 /// namespace each; the PI holds g_opt as on loopback. Needs root, as CI runs.
 #[test]
 fn pi_holds_goodput_with_callers_proxy_and_callees_in_their_own_network_namespaces() {
+    let _alone = one_live_run_at_a_time();
     let (stdout, out) = at_four_times_capacity("overload-netns", "pi", &["--netns"]);
     assert!(
         stdout.contains("callees 10.78.0.1, proxy 10.78.0.2, callers 10.78.0.3"),
@@ -115,6 +119,7 @@ fn pi_holds_goodput_with_callers_proxy_and_callees_in_their_own_network_namespac
 
 #[test]
 fn demo_prints_its_table_and_writes_the_plot() {
+    let _alone = one_live_run_at_a_time();
     let out = temp_dir("demo");
     let run = Command::new(SLUICE)
         .args(["demo", "--duration", "2s", "--out"])
@@ -185,6 +190,7 @@ fn bad_arguments_are_clear_errors_and_nothing_runs() {
 #[cfg_attr(missing_kamailio, ignore = "needs kamailio: apt-get install kamailio")]
 fn kamailio_with_ratelimit_is_a_proxy_under_test() {
     external_tools::require("kamailio");
+    let _alone = one_live_run_at_a_time();
     let cfg = workspace_root().join("tests/kamailio/ratelimit.cfg");
     let out = temp_dir("overload-kamailio");
     let run = Command::new(SLUICE)

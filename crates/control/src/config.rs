@@ -430,6 +430,7 @@ impl ControlConfig {
             Algorithm::Pi => AnyLocalAdmission::Pi(DualLoopPi::new(
                 &self.pi,
                 watched_queue_capacity,
+                self.estimator.initial_session_length,
                 self.seed,
                 now,
             )),

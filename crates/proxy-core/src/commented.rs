@@ -28,7 +28,8 @@ fn example(path: &str) -> Option<&'static str> {
         | "control.ohta.work_mark_ms"
         | "control.red.work_mark_ms"
         | "control.occ.work_mark_ms"
-        | "control.latency_bucket.work_mark_ms" => "250",
+        | "control.latency_bucket.work_mark_ms"
+        | "control.pi.work_mark_ms" => "250",
         "control.threshold.high_watermark" | "control.ohta.hi_wm" => "400",
         "control.red.th_low" => "400.0",
         "control.threshold.low_watermark" | "control.ohta.lo_wm" => "300",

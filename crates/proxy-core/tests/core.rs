@@ -987,33 +987,40 @@ fn offer(core: &mut ProxyCore, rate: f64, secs: f64) -> u64 {
 
 #[test]
 fn pi_drains_the_invite_queue_at_its_rate_and_holds_the_processor_at_its_target() {
-    let cfg = decicco_config("pi", 833);
-    let mut core = core_with(&cfg);
-    // 2x capacity for 10 s. A 503 costs a quarter of a forward: beta 4. g_opt(2) with beta 4 and C_T 0.9 is (3.6 - 2) / 3 = 0.53 of
-    // capacity: about 160 forwarded INVITEs a second, the rest answered 503.
-    let secs = 10.0;
-    let responses_503 = offer(&mut core, 600.0, secs);
-    let s = core.stats(Time::from_secs(10));
-    let forwarded = s.forwarded_requests as f64 / secs;
-    assert!(
-        (120.0..=185.0).contains(&forwarded),
-        "forwarded {forwarded}/s"
-    );
-    assert_eq!(
-        s.rejected_at_drain, s.rejected_policy,
-        "pi rejects only as it drains"
-    );
-    assert!(responses_503 >= s.rejected_policy);
-    let rejected = s.rejected_policy as f64 / secs;
-    assert!(rejected > 350.0, "rejected {rejected}/s");
-    // The processor runs near the PI's 0.9 target, neither idle nor saturated...
-    let busy = s.busy_virtual.as_secs_f64() / secs;
-    assert!((0.8..=0.97).contains(&busy), "busy {busy}");
-    // ... and the INVITE queue stays short (target delay 50 ms) instead of filling up.
-    assert_eq!(s.dropped_invite_queue_full, 0);
-    assert!(s.invite_queue_len < 200, "queue {}", s.invite_queue_len);
-    let m = core.admission_metrics();
-    assert!(m.drain_rate.is_some_and(|u| u > 300.0), "{m:?}");
+    // The paper's PI (no work mark: every rejection is made at the drain) and sluice's.
+    for work_mark in [Some(Duration::ZERO), None] {
+        let mut cfg = decicco_config("pi", 833);
+        cfg.control.pi.work_mark = work_mark;
+        let mut core = core_with(&cfg);
+        // 2x capacity for 10 s. A 503 costs a quarter of a forward: beta 4. g_opt(2) with
+        // beta 4 and C_T 0.9 is (3.6 - 2) / 3 = 0.53 of capacity: about 160 forwarded
+        // INVITEs a second, the rest answered 503.
+        let secs = 10.0;
+        let responses_503 = offer(&mut core, 600.0, secs);
+        let s = core.stats(Time::from_secs(10));
+        let forwarded = s.forwarded_requests as f64 / secs;
+        assert!(
+            (120.0..=185.0).contains(&forwarded),
+            "{work_mark:?}: forwarded {forwarded}/s"
+        );
+        if work_mark == Some(Duration::ZERO) {
+            assert_eq!(
+                s.rejected_at_drain, s.rejected_policy,
+                "the paper's pi rejects only as it drains"
+            );
+        }
+        assert!(responses_503 >= s.rejected_policy);
+        let rejected = s.rejected_policy as f64 / secs;
+        assert!(rejected > 350.0, "{work_mark:?}: rejected {rejected}/s");
+        // The processor runs near the PI's 0.9 target, neither idle nor saturated...
+        let busy = s.busy_virtual.as_secs_f64() / secs;
+        assert!((0.8..=0.97).contains(&busy), "{work_mark:?}: busy {busy}");
+        // ... and the INVITE queue stays short (target delay 50 ms) instead of filling up.
+        assert_eq!(s.dropped_invite_queue_full, 0);
+        assert!(s.invite_queue_len < 200, "queue {}", s.invite_queue_len);
+        let m = core.admission_metrics();
+        assert!(m.drain_rate.is_some_and(|u| u > 300.0), "{m:?}");
+    }
 }
 
 #[test]

@@ -336,8 +336,8 @@ impl Scenario {
         // work mark, rate-occ lowering `f` however short the queue, the equal split of
         // §6.1.1 for rate-abs too and with nothing lent between the windows' SEs,
         // rate-abs's budget as configured, the PI's queue loop pacing from the first
-        // INVITE, windows fed back without the echo that takes the sessions in flight off
-        // them.
+        // INVITE and its INVITE queue bounded by its capacity alone, windows fed back
+        // without the echo that takes the sessions in flight off them.
         re.control.backstop = false;
         re.control.threshold.work_mark = Some(std::time::Duration::ZERO);
         re.control.ohta.work_mark = Some(std::time::Duration::ZERO);
@@ -348,6 +348,7 @@ impl Scenario {
         re.control.queue_bounded_budget = false;
         re.control.lend_unused_share = false;
         re.control.pi.work_conserving = false;
+        re.control.pi.work_mark = Some(std::time::Duration::ZERO);
         re.overload.server.window_acks = false;
         re
     }

@@ -43,6 +43,12 @@ impl CpuMeter {
         }
     }
 
+    /// Whether the driver measures the CPU itself (explicit samples) rather than through
+    /// the service times of the messages it completes.
+    pub fn is_external(&self) -> bool {
+        self.external
+    }
+
     pub fn on_sample(&mut self, busy_fraction: f64) {
         if busy_fraction.is_finite() {
             let b = busy_fraction.clamp(0.0, 1.0);

@@ -57,6 +57,32 @@
 //! delays every INVITE behind the responses and in-dialog requests (measured: setup p50
 //! 90 ms above no control's at 0.83x on an RE of 3,000 messages/s, with nothing rejected).
 //!
+//! **The work mark** (ours): sluice's PI also watches its queues' work, as the local
+//! threshold does (`threshold.work_mark_ms`): each queued INVITE counted with its
+//! session's later messages, at the smoothed service time, against 250 ms (half of T1)
+//! held to half the time the INVITE queue takes to drain. It does two things.
+//!
+//! * *A burst is not overload.* While it drains unpaced, the PI takes over only when the
+//!   CPU is past `C_T` and the queues have reached the mark (until they hold less than
+//!   three quarters of it); until then the CPU loop is held at zero. A Poisson burst well
+//!   below capacity keeps a slow server fully busy for longer than the 100 ms CPU filter,
+//!   and on the CPU alone that already rejects a third of the INVITEs drained, where no
+//!   control would have served the same burst within T1 (see below). Under overload the
+//!   queues pass the mark within a fraction of a second, and the CPU loop then acts with
+//!   its whole proportional term at once. A driver that samples the CPU itself (the
+//!   proxy at native speed, where a message is served as it is read and the backlog
+//!   waits in the socket's buffer, out of any queue's sight) gets the CPU alone, as
+//!   published: a server that fast serves thousands of messages in 100 ms, and Poisson
+//!   bursts below capacity do not hold it busy that long.
+//! * *New INVITEs are answered 503 as they arrive* while the queues hold the mark, until
+//!   they hold less than three quarters of it. The CPU loop holds `C_T` on average, but in
+//!   front of a fast server with a short queue behind long links, the sessions it admits
+//!   bring their responses and ACKs back a round trip later, together, into a full queue;
+//!   and past `β C_T`, where even answering every INVITE 503 costs more than `C_T`, the
+//!   INVITE queue fills and its INVITEs wait seconds, past every caller's T1.
+//!
+//! `work_mark_ms = 0` is the paper's controller in this respect.
+//!
 //! **Draining**: the budget accrues continuously at `u` and is capped at one tick's
 //! worth (at least one INVITE), so an idle worker cannot bank a burst. See
 //! [`DrainController`] for the driver sequence.
@@ -66,13 +92,14 @@
 //! stretch of that length at full load already rejects a third of the INVITEs drained.
 //! A server of a few hundred messages/s serves a few dozen messages in that time, and
 //! Poisson arrivals well below capacity keep it fully busy for that long often: on 17 of
-//! 65 sampled topologies below `C_T` the PI turned away 2–9 % of the calls no control
-//! carries (servers of 100–650 messages/s at 0.6–0.83x, and of 1,000–3,400 messages/s at
-//! 0.86–0.89x, where the load is within the filter's noise of `C_T`). A longer filter
-//! averages the bursts out but slows the loop on the same servers, whose INVITE queue
-//! then fills with seconds of work before the first rejection. On those 17 topologies
-//! and on the 61 overloaded ones (1x–10x) with a server under 700 messages/s, goodput
-//! within 2 % of no control's below `C_T`, and at least 0.9 of `g_opt(r)` in overload:
+//! 65 sampled topologies below `C_T` the PI as published turned away 2–9 % of the calls
+//! no control carries (servers of 100–650 messages/s at 0.6–0.83x, and of 1,000–3,400
+//! messages/s at 0.86–0.89x, where the load is within the filter's noise of `C_T`). A
+//! longer filter averages the bursts out but slows the loop on the same servers, whose
+//! INVITE queue then fills with seconds of work before the first rejection. On those 17
+//! topologies and on the 61 overloaded ones (1x–10x) with a server under 700
+//! messages/s, goodput within 2 % of no control's below `C_T`, and at least 0.9 of
+//! `g_opt(r)` in overload:
 //!
 //! | `τ_c` | no harm (of 17) | overload held (of 61) |
 //! |---|---|---|
@@ -80,7 +107,20 @@
 //! | 0.5 s | 13 | 32 |
 //! | 1 s | 15 | 24 |
 //!
-//! No single `τ_c` serves both, so the default stays the paper's.
+//! No single `τ_c` serves both, so `τ_c` stays the paper's and the work mark tells the
+//! two apart instead. On 200 sampled topologies (seed 1, the `sampled-topologies`
+//! experiment), as published (with the INVITE retransmissions processed, as the paper's
+//! Kamailio does) and with the work mark and the proxy's `drop_waiting_retransmissions`:
+//!
+//! | claim | as published | with the work mark |
+//! |---|---|---|
+//! | no harm below `C_T` (of 65) | 46 | 65 (worst 0.804 against 0.803) |
+//! | setup p50 within 5 ms of no control's (of 65) | 63 | 65 |
+//! | 0.9 of `g_opt(r)` from 1x (of 122) | 107 (worst 0.42 against 0.73) | 122 (worst 0.91 of `g_opt` > 0.05) |
+//!
+//! As published the overloaded misses were slow servers collapsing at 4.3–5.2x, their
+//! INVITE queue full of retransmitted copies and seconds of work, and fast servers with
+//! short queues behind links of 33–47 ms (0.52–0.93 of the requirement).
 //!
 //! Defaults: `T̄_q = 50 ms`, `τ = τ_c = 0.1 s` (§IV-B); 10 ms sampling and
 //! `q_M = 800` INVITEs (§V); gains `θ̄_1 = [K_pc, K_ic, K_pq, K_iq] = [3.5, 10.3, 19.2,
@@ -91,6 +131,7 @@
 //! answer every INVITE with a 503.
 
 use super::cpu::CpuMeter;
+use super::threshold::WorkMark;
 use super::{fraction_or, AdmissionMetrics, DrainController, LocalAdmission};
 use crate::estimation::sane_interval;
 use crate::types::{AdmissionVerdict, Completion, MessageClass, MessageSummary, QueueOccupancy};
@@ -148,6 +189,19 @@ pub struct PiConfig {
     /// under `C_T` (ours; see the module docs). `false`: the paper's queue loop always
     /// paces the drain.
     pub work_conserving: bool,
+    /// The work its queues may hold, each queued INVITE counted with its session's later
+    /// messages, held to half the time the INVITE queue takes to drain (ours; see the
+    /// module docs): from it new INVITEs are answered 503 as they arrive, as the local
+    /// threshold does (`threshold.work_mark_ms`), and a work-conserving PI takes over from
+    /// the unpaced drain only once its queues hold it. Unset: 250 ms, half of T1; 0: the
+    /// paper's PI, which watches the CPU alone behind the INVITE queue's capacity.
+    #[serde(
+        rename = "work_mark_ms",
+        with = "crate::serde_millis::option",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[schemars(with = "Option<u64>")]
+    pub work_mark: Option<Duration>,
 }
 
 /// How [`DualLoopPi`] applies its reject ratio `α` to the INVITEs it drains. The paper says
@@ -182,6 +236,7 @@ impl Default for PiConfig {
             max_drain_rate: None,
             reject_selection: RejectSelection::Spread,
             work_conserving: true,
+            work_mark: None,
         }
     }
 }
@@ -279,6 +334,12 @@ impl PiLoop {
         self.integral = self.output - self.kp * error;
     }
 
+    /// Integral and output back to zero (within the clamps), as at start.
+    pub fn reset(&mut self) {
+        self.integral = 0.0;
+        self.output = 0.0_f64.clamp(self.lo, self.hi);
+    }
+
     pub fn output(&self) -> f64 {
         self.output
     }
@@ -323,17 +384,30 @@ pub struct DualLoopPi {
     work_conserving: bool,
     /// Draining without the queue loop's pacing (see the module docs).
     unpaced: bool,
+    /// New INVITEs are answered 503 at arrival while the queues hold this much work, and
+    /// while unpaced the loops take over only once they do; none when the CPU alone
+    /// decides.
+    work_mark: WorkMark,
     /// `spread`: rejections accrued and not yet made.
     reject_credit: f64,
+    /// Session-starting INVITEs answered 503, at the drain or at arrival.
     rejected: u64,
+    rejected_at_arrival: u64,
     forwarded: u64,
 }
 
 impl DualLoopPi {
     /// Timers start at `now`; `seed` selects the stream of the reject draws. `max_queue` is
     /// `q_M`, the capacity of the INVITE queue the driver keeps (it caps the queue loop's
-    /// set-point), so the queue itself is the one source of it.
-    pub fn new(config: &PiConfig, max_queue: usize, seed: u64, now: Time) -> Self {
+    /// set-point), so the queue itself is the one source of it. A queued INVITE counts
+    /// as `session_length` messages of work towards the work mark.
+    pub fn new(
+        config: &PiConfig,
+        max_queue: usize,
+        session_length: f64,
+        seed: u64,
+        now: Time,
+    ) -> Self {
         let interval = sane_interval(config.sample_interval);
         let max_drain = match config.max_drain_rate {
             Some(m) if m.is_finite() && m >= 0.0 => m,
@@ -362,8 +436,10 @@ impl DualLoopPi {
             selection: config.reject_selection,
             work_conserving: config.work_conserving,
             unpaced: config.work_conserving,
+            work_mark: WorkMark::new(config.work_mark, max_queue, session_length),
             reject_credit: 0.0,
             rejected: 0,
+            rejected_at_arrival: 0,
             forwarded: 0,
         }
     }
@@ -401,11 +477,17 @@ impl DualLoopPi {
         &self.cpu_loop
     }
 
-    /// Drained session-starting INVITEs answered 503 and forwarded so far.
+    /// Session-starting INVITEs answered 503 so far, at the drain or at arrival.
     pub fn rejected(&self) -> u64 {
         self.rejected
     }
 
+    /// Of those, the ones turned away at arrival by the work mark.
+    pub fn rejected_at_arrival(&self) -> u64 {
+        self.rejected_at_arrival
+    }
+
+    /// Drained session-starting INVITEs forwarded so far.
     pub fn forwarded(&self) -> u64 {
         self.forwarded
     }
@@ -445,15 +527,30 @@ impl DualLoopPi {
         let sample = self.arrivals as f64 / dt;
         self.arrivals = 0;
         self.rate = low_pass(self.rate, sample, dt, self.tau_rate);
-        // CPU loop, eq. (8).
-        self.cpu_loop.step(self.cpu - self.target_cpu, dt);
+        // CPU loop, eq. (8); while unpaced, only once the queues have reached the work mark
+        // (ours: see the module docs). Held at zero until then, so that it acts with its
+        // whole proportional term the moment it takes over. Once it has, it keeps control
+        // until it rejects nothing again, however soon the mark lets go.
+        // A driver that samples the CPU itself (the proxy at native speed) serves each
+        // message as it reads it, and the backlog waits in the socket's buffer where no
+        // queue shows it: there the CPU alone decides, as in the paper.
+        let burst_served = self.unpaced
+            && self.work_mark.is_set()
+            && !self.meter.is_external()
+            && !self.work_mark.is_rejecting();
+        if burst_served {
+            self.cpu_loop.reset();
+        } else {
+            self.cpu_loop.step(self.cpu - self.target_cpu, dt);
+        }
         // Queue loop, eq. (7), with the set-point held below the queue's capacity (ours:
         // see the module docs).
         self.queue_target =
             (self.target_delay * self.rate).min(QUEUE_TARGET_MAX_SHARE * self.max_queue as f64);
         let q = f64::from(self.queue);
-        self.unpaced =
-            self.work_conserving && self.reject_fraction() <= 0.0 && self.cpu < self.target_cpu;
+        self.unpaced = self.work_conserving
+            && self.reject_fraction() <= 0.0
+            && (self.cpu < self.target_cpu || burst_served);
         if self.unpaced {
             // Bumpless hand-over: u = r̃ whenever the loop takes over.
             self.queue_loop.track(q - self.queue_target, self.rate);
@@ -465,30 +562,39 @@ impl DualLoopPi {
         self.credit = self.credit.min(self.budget_cap());
     }
 
-    /// Whether the drain is unpaced now (work-conserving, below the CPU target).
+    /// Whether the drain is unpaced now (work-conserving, below the CPU target or serving
+    /// a burst).
     pub fn unpaced(&self) -> bool {
         self.unpaced
     }
 }
 
 impl LocalAdmission for DualLoopPi {
-    /// Counts INVITEs for the arrival rate; the drop-tail queue is the driver's.
+    /// Counts INVITEs for the arrival rate; the drop-tail queue is the driver's. Turns
+    /// new INVITEs away while the queues hold the work mark.
     fn on_arrival(
         &mut self,
-        _now: Time,
-        _queue_len: usize,
+        now: Time,
+        queue_len: usize,
         message: &MessageSummary,
     ) -> AdmissionVerdict {
         if message.class == MessageClass::Invite {
             self.arrivals += 1;
         }
+        if self.work_mark.exceeded(now, queue_len, message) && message.is_session_start() {
+            self.rejected += 1;
+            self.rejected_at_arrival += 1;
+            return AdmissionVerdict::Reject;
+        }
         AdmissionVerdict::Admit
     }
-    fn on_queue(&mut self, _now: Time, queue: QueueOccupancy) {
+    fn on_queue(&mut self, now: Time, queue: QueueOccupancy) {
         self.queue = queue.invites;
+        self.work_mark.on_queue(now, queue);
     }
-    fn on_processed(&mut self, _now: Time, completion: &Completion) {
+    fn on_processed(&mut self, now: Time, completion: &Completion) {
         self.meter.on_processed(completion.service_time);
+        self.work_mark.on_processed(now, completion);
     }
     fn on_cpu_sample(&mut self, _now: Time, busy_fraction: f64) {
         self.meter.on_sample(busy_fraction);

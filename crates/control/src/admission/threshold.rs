@@ -224,6 +224,19 @@ impl WorkMark {
         }))
     }
 
+    /// Whether there is a mark (it is not zero).
+    pub(crate) fn is_set(&self) -> bool {
+        self.0.is_some()
+    }
+
+    /// Whether new INVITEs are being turned away: from when an arrival found the queue at
+    /// the mark until one found it below its low side.
+    pub(crate) fn is_rejecting(&self) -> bool {
+        self.0
+            .as_ref()
+            .is_some_and(ThresholdRejection::is_rejecting)
+    }
+
     /// Whether new INVITEs are turned away as `message` arrives: from the mark until the
     /// queue's work falls below its low side.
     pub(crate) fn exceeded(
@@ -262,9 +275,13 @@ impl LocalAdmission for ThresholdRejection {
             let high = d.high_in_force();
             (d.work(), high, high * d.low / d.high)
         });
-        if queue_len >= self.high || work.is_some_and(|(w, high, _)| w >= high) {
+        // A queue that holds no work holds no mark's worth either: a server whose messages
+        // so far cost nothing (a probe served first where only INVITEs cost emulated time)
+        // has a held mark of zero, and `0 >= 0` would reject every INVITE for good, none of
+        // them then served to correct the estimate.
+        if queue_len >= self.high || work.is_some_and(|(w, high, _)| w > 0.0 && w >= high) {
             self.rejecting = true;
-        } else if queue_len < self.low && work.is_none_or(|(w, _, low)| w < low) {
+        } else if queue_len < self.low && work.is_none_or(|(w, _, low)| w < low || w == 0.0) {
             self.rejecting = false;
         }
         if self.rejecting && message.is_session_start() {
@@ -485,6 +502,45 @@ mod tests {
         assert!(!rejects(&mut marks_only));
         assert_eq!(
             marks_only.on_arrival(Time::ZERO, 10, &invite),
+            AdmissionVerdict::Reject
+        );
+    }
+
+    #[test]
+    fn a_held_mark_is_not_stuck_when_the_first_messages_served_cost_nothing() {
+        // Emulated cost on INVITEs only: an OPTIONS probe served first takes no time, so
+        // the held mark and the queue's work are both zero.
+        let mut t = ThresholdRejection::with_marks(usize::MAX, usize::MAX)
+            .with_delay_mark(Duration::from_millis(250), 7.0)
+            .held_to_queue(800, LOCAL_DRAIN_SHARE);
+        let src = Some(NeighbourId(1));
+        let invite = MessageSummary::new_session(src);
+        t.on_processed(Time::ZERO, &served(0, MessageSummary::response(src), false));
+        for invites in [0, 3] {
+            t.on_queue(
+                Time::ZERO,
+                QueueOccupancy {
+                    invites,
+                    non_invites: 0,
+                },
+            );
+            assert_eq!(
+                t.on_arrival(Time::ZERO, invites as usize, &invite),
+                AdmissionVerdict::Admit,
+                "{invites} queued"
+            );
+        }
+        // Once an INVITE's cost is known, the mark holds as usual: 400 messages' worth.
+        t.on_processed(Time::ZERO, &served(3, invite, true));
+        t.on_queue(
+            Time::ZERO,
+            QueueOccupancy {
+                invites: 60,
+                non_invites: 0,
+            },
+        );
+        assert_eq!(
+            t.on_arrival(Time::ZERO, 60, &invite),
             AdmissionVerdict::Reject
         );
     }

@@ -2,6 +2,9 @@ use super::*;
 use crate::types::NeighbourId;
 use std::collections::VecDeque;
 
+/// Messages per session: the toy server's INVITE is the whole of its session's work.
+const SESSION_LENGTH: f64 = 1.0;
+
 fn invite() -> MessageSummary {
     MessageSummary::new_session(Some(NeighbourId(1)))
 }
@@ -22,6 +25,7 @@ struct Trace {
     queue_target: Vec<f64>,
     drain: Vec<f64>,
     dropped: u64,
+    rejected_at_arrival: u64,
     longest_wait: Duration,
 }
 
@@ -39,33 +43,54 @@ fn closed_loop(
     reject: Duration,
     run: Duration,
 ) -> Trace {
+    let mut next_arrival = Time::ZERO;
+    let arrivals = move |t: Time| {
+        if t >= next_arrival {
+            next_arrival += gap;
+            1
+        } else {
+            0
+        }
+    };
+    closed_loop_with(pi, arrivals, forward, reject, run)
+}
+
+/// As [`closed_loop`], with `arrivals(t)` INVITEs arriving at each step `t`.
+fn closed_loop_with(
+    pi: &mut DualLoopPi,
+    mut arrivals: impl FnMut(Time) -> u32,
+    forward: Duration,
+    reject: Duration,
+    run: Duration,
+) -> Trace {
     let step = Duration::from_micros(500);
     let mut queue: VecDeque<Time> = VecDeque::new();
-    let mut busy: Option<(Time, Duration)> = None;
-    let mut next_arrival = Time::ZERO;
+    let mut busy: Option<(Time, Duration, Duration)> = None;
     let mut next_sample = Time::ZERO;
     let mut trace = Trace::default();
     let mut t = Time::ZERO;
     let end = Time::ZERO + run;
     while t < end {
-        if t >= next_arrival {
-            pi.on_arrival(t, queue.len(), &invite());
+        for _ in 0..arrivals(t) {
+            if pi.on_arrival(t, queue.len(), &invite()) == AdmissionVerdict::Reject {
+                trace.rejected_at_arrival += 1;
+                continue;
+            }
             if queue.len() < pi.max_queue() {
                 queue.push_back(t);
             } else {
                 trace.dropped += 1;
             }
             pi.on_queue(t, occupancy(queue.len()));
-            next_arrival += gap;
         }
-        if let Some((until, cost)) = busy {
+        if let Some((until, cost, waited)) = busy {
             if t >= until {
                 pi.on_processed(
                     t,
                     &Completion {
                         message: invite(),
                         service_time: cost,
-                        queueing_delay: Duration::ZERO,
+                        queueing_delay: waited,
                         session_accepted: true,
                     },
                 );
@@ -75,14 +100,15 @@ fn closed_loop(
         if busy.is_none() && !queue.is_empty() {
             if let Some(v) = pi.take(t, &invite()) {
                 let arrived = queue.pop_front().unwrap();
-                trace.longest_wait = trace.longest_wait.max(t - arrived);
+                let waited = t - arrived;
+                trace.longest_wait = trace.longest_wait.max(waited);
                 pi.on_queue(t, occupancy(queue.len()));
                 let cost = if v == AdmissionVerdict::Admit {
                     forward
                 } else {
                     reject
                 };
-                busy = Some((t + cost, cost));
+                busy = Some((t + cost, cost, waited));
             }
         }
         if pi.poll_timeout().is_some_and(|d| t >= d) {
@@ -106,7 +132,7 @@ fn overloaded_server_settles_at_the_cpu_target_and_the_queue_set_point() {
     // 200 INVITEs/s against ρ_M = 100/s (10 ms to forward) and β = 4 (2.5 ms to
     // reject): r = 2, so eq. (3) wants α = 4/3 · (1 − 0.9/2) ≈ 0.733, and the queue
     // should hold q_T = 50 ms · 200/s = 10 INVITEs.
-    let mut pi = DualLoopPi::new(&PiConfig::default(), 800, 5, Time::ZERO);
+    let mut pi = DualLoopPi::new(&PiConfig::default(), 800, SESSION_LENGTH, 5, Time::ZERO);
     let trace = closed_loop(
         &mut pi,
         Duration::from_millis(5),
@@ -131,17 +157,63 @@ fn overloaded_server_settles_at_the_cpu_target_and_the_queue_set_point() {
     assert!(pi.rejected() > 0 && pi.forwarded() > 0);
 }
 
-/// The paper's controller: the queue loop always paces the drain.
+#[test]
+fn past_what_rejecting_costs_the_work_mark_keeps_the_invites_waits_within_t1() {
+    // 1,000 INVITEs/s against ρ_M = 100/s and β = 4: r = 10, past β, so the server cannot
+    // even answer every INVITE 503 (2.5 ms each), and the INVITE queue fills. As the paper
+    // has it, INVITEs then wait seconds in a full queue, past every caller's T1.
+    let run = |config: &PiConfig| {
+        let mut pi = DualLoopPi::new(config, 800, SESSION_LENGTH, 5, Time::ZERO);
+        let trace = closed_loop(
+            &mut pi,
+            Duration::from_millis(1),
+            Duration::from_millis(10),
+            Duration::from_micros(2500),
+            Duration::from_secs(20),
+        );
+        (pi, trace)
+    };
+    let (pi, trace) = run(&PiConfig {
+        work_mark: Some(Duration::ZERO),
+        ..PiConfig::default()
+    });
+    assert_eq!(pi.rejected_at_arrival(), 0);
+    assert!(trace.dropped > 10_000, "{} dropped", trace.dropped);
+    assert!(
+        trace.longest_wait > Duration::from_millis(800),
+        "{:?}",
+        trace.longest_wait
+    );
+    // With the mark: answered 503 at arrival while the queue holds 250 ms of work, none
+    // dropped at the full queue, none waits much past the mark.
+    let (pi, trace) = run(&PiConfig::default());
+    assert!(
+        pi.rejected_at_arrival() > 10_000,
+        "{}",
+        pi.rejected_at_arrival()
+    );
+    assert_eq!(trace.rejected_at_arrival, pi.rejected_at_arrival());
+    assert_eq!(trace.dropped, 0);
+    assert!(
+        trace.longest_wait < Duration::from_millis(400),
+        "{:?}",
+        trace.longest_wait
+    );
+}
+
+/// The paper's controller: the queue loop always paces the drain, and nothing watches the
+/// queues' work.
 fn paper() -> PiConfig {
     PiConfig {
         work_conserving: false,
+        work_mark: Some(Duration::ZERO),
         ..PiConfig::default()
     }
 }
 
 /// 50 INVITEs/s, 2 ms each, for 20 s: C = 0.1, far below C_T.
 fn underloaded(config: &PiConfig) -> (DualLoopPi, Trace) {
-    let mut pi = DualLoopPi::new(config, 800, 5, Time::ZERO);
+    let mut pi = DualLoopPi::new(config, 800, SESSION_LENGTH, 5, Time::ZERO);
     let trace = closed_loop(
         &mut pi,
         Duration::from_millis(20),
@@ -173,6 +245,70 @@ fn work_conserving_below_the_target_adds_no_queueing_delay() {
     );
 }
 
+/// 80 INVITEs/s at 10 ms each (C = 0.8 against C_T = 0.9), and every 2 s a burst of
+/// `burst` INVITEs at once: the worker, with 2.5 ms to spare in every 12.5, is then busy
+/// for some 50 ms per INVITE of burst, long enough for the 100 ms CPU filter to read well
+/// past `C_T`.
+fn bursts_below_the_target(config: &PiConfig, burst: u32) -> (DualLoopPi, Trace) {
+    let mut pi = DualLoopPi::new(config, 800, SESSION_LENGTH, 5, Time::ZERO);
+    let gap = Duration::from_micros(12_500);
+    let mut next_arrival = Time::ZERO;
+    let mut next_burst = Time::ZERO + Duration::from_secs(1);
+    let arrivals = move |t: Time| {
+        let mut n = 0;
+        if t >= next_arrival {
+            next_arrival += gap;
+            n += 1;
+        }
+        if t >= next_burst {
+            next_burst += Duration::from_secs(2);
+            n += burst;
+        }
+        n
+    };
+    let trace = closed_loop_with(
+        &mut pi,
+        arrivals,
+        Duration::from_millis(10),
+        Duration::from_micros(2500),
+        Duration::from_secs(20),
+    );
+    (pi, trace)
+}
+
+#[test]
+fn a_burst_below_the_work_mark_is_served_as_no_control_would_serve_it() {
+    // Fifteen INVITEs of burst queue 150 ms of work, under the 250 ms mark.
+    let (pi, trace) = bursts_below_the_target(&PiConfig::default(), 15);
+    assert!(
+        trace.cpu.iter().any(|c| *c > 0.93),
+        "the bursts take the filtered CPU past C_T"
+    );
+    assert_eq!(pi.rejected(), 0, "nothing rejected that the server serves");
+    assert!(trace.alpha.iter().all(|a| *a == 0.0));
+    // On the CPU alone (the paper's trigger, with the drain otherwise unpaced) every
+    // burst is taken for overload.
+    let cpu_alone = PiConfig {
+        work_mark: Some(Duration::ZERO),
+        ..PiConfig::default()
+    };
+    let (pi, _) = bursts_below_the_target(&cpu_alone, 15);
+    assert!(pi.rejected() >= 10, "{} rejected", pi.rejected());
+}
+
+#[test]
+fn a_burst_that_queues_past_the_work_mark_is_controlled() {
+    // Forty INVITEs would queue 400 ms of work: past the mark the loops take over, and
+    // those arriving while the queue holds 250 ms are answered 503 at once.
+    let (pi, trace) = bursts_below_the_target(&PiConfig::default(), 40);
+    assert!(pi.rejected_at_arrival() > 0);
+    assert!(
+        pi.rejected() > pi.rejected_at_arrival(),
+        "the drain rejects too"
+    );
+    assert!(trace.alpha.iter().any(|a| *a > 0.1));
+}
+
 #[test]
 fn an_underloaded_server_rejects_nothing_and_adds_about_t_q_of_delay() {
     let (pi, trace) = underloaded(&paper());
@@ -189,7 +325,7 @@ fn a_set_point_beyond_the_queue_is_capped_so_the_queue_still_drains() {
     // of reach, and the queue loop would stop draining a full queue. Capped at q_M / 2 = 10
     // the worker (0.1 ms an INVITE, C = 0.1) keeps up; only the start-up drops (249 here;
     // uncapped, 19,974 of the 20,000 were dropped).
-    let mut pi = DualLoopPi::new(&paper(), 20, 5, Time::ZERO);
+    let mut pi = DualLoopPi::new(&paper(), 20, SESSION_LENGTH, 5, Time::ZERO);
     let trace = closed_loop(
         &mut pi,
         Duration::from_millis(1),
@@ -213,7 +349,7 @@ fn a_set_point_beyond_the_queue_is_capped_so_the_queue_still_drains() {
 #[test]
 fn a_trickle_of_invites_is_not_starved_when_q_t_is_below_one() {
     // 3 INVITEs/s: q_T ≈ 0.15, so a single queued INVITE is above the set-point.
-    let mut pi = DualLoopPi::new(&PiConfig::default(), 800, 5, Time::ZERO);
+    let mut pi = DualLoopPi::new(&PiConfig::default(), 800, SESSION_LENGTH, 5, Time::ZERO);
     let trace = closed_loop(
         &mut pi,
         Duration::from_millis(333),
@@ -240,7 +376,7 @@ fn runs_repeat_exactly_for_a_seed() {
         ..PiConfig::default()
     };
     let run = |seed| {
-        let mut pi = DualLoopPi::new(&config, 800, seed, Time::ZERO);
+        let mut pi = DualLoopPi::new(&config, 800, SESSION_LENGTH, seed, Time::ZERO);
         let trace = closed_loop(
             &mut pi,
             Duration::from_millis(5),
@@ -304,7 +440,7 @@ fn conditional_integration_still_integrates_back_out_of_the_clamp() {
 fn a_stalled_worker_does_not_wind_up_the_drain_rate() {
     // 100 INVITEs/s pile up for 10 s while the worker takes nothing: q ≫ q_T, so u
     // wants to rise, but the unused budget says the drain is saturated.
-    let mut pi = DualLoopPi::new(&paper(), 800, 5, Time::ZERO);
+    let mut pi = DualLoopPi::new(&paper(), 800, SESSION_LENGTH, 5, Time::ZERO);
     let mut queued = 0usize;
     for k in 0..10_000u64 {
         let t = Time::from_millis(k);
@@ -329,7 +465,7 @@ fn a_stalled_worker_does_not_wind_up_the_drain_rate() {
 
 #[test]
 fn drain_budget_accrues_at_u_and_is_capped() {
-    let mut pi = DualLoopPi::new(&paper(), 800, 5, Time::ZERO);
+    let mut pi = DualLoopPi::new(&paper(), 800, SESSION_LENGTH, 5, Time::ZERO);
     // Nothing to drain before any control action.
     assert_eq!(pi.drain_budget(Time::from_millis(5)), 0);
     assert_eq!(pi.next_drain(Time::from_millis(5)), None);
@@ -367,7 +503,13 @@ fn nonsense_inputs_do_not_panic() {
         max_drain_rate: Some(f64::NAN),
         ..PiConfig::default()
     };
-    let mut pi = DualLoopPi::new(&config, 800, 0, Time::MAX - Duration::from_millis(5));
+    let mut pi = DualLoopPi::new(
+        &config,
+        800,
+        SESSION_LENGTH,
+        0,
+        Time::MAX - Duration::from_millis(5),
+    );
     for k in 0..10 {
         let t = Time::MAX - Duration::from_millis(5 - k.min(5));
         pi.on_cpu_sample(t, f64::NAN);
