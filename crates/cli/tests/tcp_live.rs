@@ -78,7 +78,15 @@ impl ProxyProcess {
             .unwrap_or(0)
     }
 
-    fn stop(mut self) {
+    /// Ends the proxy before what follows reads its results.
+    fn stop(self) {
+        drop(self);
+    }
+}
+
+/// A failed assertion must not leave the proxy running to load the tests after it.
+impl Drop for ProxyProcess {
+    fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }

@@ -108,11 +108,11 @@ pub struct TcpConfig {
     /// not fit is dropped (counted), so a peer that stops reading holds at most this.
     pub write_queue_bytes: usize,
     /// Bytes waiting in user space on all connections together. Past it, a connection may
-    /// hold only its even share (this over the connections open, at least
-    /// `max_message_size`) and a message beyond is dropped (counted): peers that stop
-    /// reading hold at most about twice this plus a message per connection, not
-    /// `max_connections` times `write_queue_bytes`, and cannot take the room of those
-    /// that read.
+    /// hold only its even share (this over the connections holding bytes, at least
+    /// `max_message_size`), all together at most twice this, and one that holds nothing
+    /// one message; a message beyond is dropped (counted). Peers that stop reading then
+    /// hold at most twice this plus a message per connection, not `max_connections` times
+    /// `write_queue_bytes`, and cannot take the room of those that read.
     pub write_queues_total_bytes: usize,
     /// A connection with no traffic either way for this long is closed, seconds.
     pub idle_timeout_s: f64,

@@ -149,9 +149,31 @@ struct Shared {
     queued: AtomicUsize,
     /// The same over all connections (this one's share counted in it).
     queued_total: Arc<AtomicUsize>,
+    /// Connections whose `queued` is not zero, over all connections.
+    backlogged: Arc<AtomicUsize>,
     /// The stream, once connected: the loop reads its kernel send queue from it.
     stream: OnceLock<Arc<TcpStream>>,
     keepalives: AtomicUsize,
+}
+
+impl Shared {
+    /// Counts `len` bytes queued.
+    fn enqueue(&self, len: usize) {
+        let before = self.queued.fetch_add(len, Ordering::Relaxed);
+        self.queued_total.fetch_add(len, Ordering::Relaxed);
+        if before == 0 && len > 0 {
+            self.backlogged.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Counts `len` bytes written (or given up).
+    fn dequeue(&self, len: usize) {
+        let before = self.queued.fetch_sub(len, Ordering::Relaxed);
+        self.queued_total.fetch_sub(len, Ordering::Relaxed);
+        if before == len && len > 0 {
+            self.backlogged.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -188,6 +210,8 @@ pub(crate) struct Tcp {
     accept_refill: Instant,
     /// Bytes in all connections' write queues.
     queued_total: Arc<AtomicUsize>,
+    /// Connections with bytes in their write queue.
+    backlogged: Arc<AtomicUsize>,
     pub stats: TcpStats,
 }
 
@@ -249,6 +273,7 @@ impl Tcp {
             accept_tokens: config.accepts_per_second.max(1.0),
             accept_refill: Instant::now(),
             queued_total: Arc::default(),
+            backlogged: Arc::default(),
             stats: TcpStats::default(),
         };
         (
@@ -316,6 +341,7 @@ impl Tcp {
     fn new_shared(&self) -> Arc<Shared> {
         Arc::new(Shared {
             queued_total: self.queued_total.clone(),
+            backlogged: self.backlogged.clone(),
             ..Shared::default()
         })
     }
@@ -388,17 +414,22 @@ impl Tcp {
             self.stats.write_queue_full += 1;
             return Err(t.origin);
         }
-        // Past the total, a connection queues only up to its even share of it, and always
-        // one largest message: peers that stop reading cannot take the room of those that
-        // read (whose queues stay short), however many connections they open.
+        // Past the total, a connection queues only up to its even share of it among the
+        // connections that hold bytes (idle ones need none of it), and all together at most
+        // twice the total; a connection holding nothing may always queue one message. So
+        // peers that stop reading cannot take the room of those that read (whose queues
+        // stay short), however many connections they open.
         let total_limit = self.config.write_queues_total_bytes;
-        let share = (total_limit / self.conns.len().max(1)).max(self.config.max_message_size);
-        if self.queued_total.load(Ordering::Relaxed) + len > total_limit && queued + len > share {
-            self.stats.write_queues_total_full += 1;
-            return Err(t.origin);
+        let total = self.queued_total.load(Ordering::Relaxed);
+        if total + len > total_limit && queued > 0 {
+            let sharing = self.backlogged.load(Ordering::Relaxed).max(1);
+            let share = (total_limit / sharing).max(self.config.max_message_size);
+            if queued + len > share || total + len > 2 * total_limit {
+                self.stats.write_queues_total_full += 1;
+                return Err(t.origin);
+            }
         }
-        conn.shared.queued.fetch_add(len, Ordering::Relaxed);
-        self.queued_total.fetch_add(len, Ordering::Relaxed);
+        conn.shared.enqueue(len);
         if conn
             .writes
             .send(Write {
@@ -408,8 +439,7 @@ impl Tcp {
             })
             .is_err()
         {
-            conn.shared.queued.fetch_sub(len, Ordering::Relaxed);
-            self.queued_total.fetch_sub(len, Ordering::Relaxed);
+            conn.shared.dequeue(len);
             return Err(t.origin);
         }
         self.stats.messages_out += 1;
@@ -451,7 +481,7 @@ impl Tcp {
             self.stats.keepalives += conn.shared.keepalives.load(Ordering::Relaxed) as u64;
             // The task has ended: what it did not write leaves the total with it.
             let unwritten = conn.shared.queued.load(Ordering::Relaxed);
-            self.queued_total.fetch_sub(unwritten, Ordering::Relaxed);
+            conn.shared.dequeue(unwritten);
         }
         match reason {
             CloseReason::Peer | CloseReason::Shutdown => self.stats.closed_peer += 1,
@@ -761,8 +791,7 @@ async fn run_connection(
                             last_activity = tokio::time::Instant::now();
                             if *offset == w.payload.len() {
                                 if w.counted {
-                                    shared.queued.fetch_sub(w.payload.len(), Ordering::Relaxed);
-                                    shared.queued_total.fetch_sub(w.payload.len(), Ordering::Relaxed);
+                                    shared.dequeue(w.payload.len());
                                 }
                                 writing = None;
                             }
