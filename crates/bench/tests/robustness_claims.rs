@@ -471,14 +471,8 @@ fn assert_the_work_mark_holds_the_optimum(
     assert!(mark.retrans_ratio < mark_retrans, "{}", mark.retrans_ratio);
 }
 
-#[test]
-fn below_its_target_the_pis_work_mark_tells_a_burst_from_overload() {
-    // Four unequal SEs at 0.89x of an RE of 231 messages/s, C_T = 0.9 (topology 125 of
-    // the sample). Poisson bursts keep so slow a server busy past the CPU filter's 100 ms,
-    // and on the CPU alone the PI takes each for overload: it turned away a tenth of the
-    // calls. Held until the queues reach the work mark, it serves them as no control does.
-    let r = pi_with_and_without_its_work_mark(
-        r#"[base]
+/// Four unequal SEs at 0.89x of an RE of 231 messages/s (topology 125 of the sample).
+const TOPOLOGY_125: &str = r#"[base]
 duration_s = 127
 warmup_s = 67
 call = { holding_time_s = 33.5 }
@@ -487,9 +481,57 @@ link = { delay_ms = 23.65 }
 re = { cost_forward_us = 4325.3, cost_reject_us = 720.9, queue_capacity = 240, invite_queue_capacity = 240 }
 [sweep]
 offered_load = [0.8872]
-seeds = [8458122553788590858]"#,
-        true,
+seeds = [8458122553788590858]"#;
+
+#[test]
+fn below_its_target_occ_lowers_its_acceptance_only_once_the_queue_reaches_the_work_mark() {
+    // On topology 125 a Poisson burst keeps the RE fully busy for whole control intervals,
+    // and on the CPU alone OCC takes it for overload. With the work mark it starts lowering
+    // its acceptance only once the queue has also reached the mark, as no burst below
+    // capacity makes it.
+    let r = runs(&format!(
+        r#"
+name = "occ-burst"
+title = "OCC below its target"
+{TOPOLOGY_125}
+[[variant]]
+label = "none"
+scenario = {{ re = {{ control = {{ algorithm = "none" }} }} }}
+[[variant]]
+label = "cpu alone"
+scenario = {{ re = {{ control = {{ algorithm = "occ", occ = {{ work_mark_ms = 0 }} }} }} }}
+[[variant]]
+label = "work mark"
+scenario = {{ re = {{ control = {{ algorithm = "occ", occ = {{ work_mark_ms = 250 }} }} }} }}
+"#
+    ));
+    let (none, cpu, mark) = (of(&r, "none"), of(&r, "cpu alone"), of(&r, "work mark"));
+    assert!(
+        cpu.goodput < 0.98 * none.goodput,
+        "CPU alone: {} against {}",
+        cpu.goodput,
+        none.goodput
     );
+    assert!(
+        mark.goodput >= 0.98 * none.goodput,
+        "work mark: {} against {}",
+        mark.goodput,
+        none.goodput
+    );
+    assert!(
+        (mark.setup_delay_p50_ms - none.setup_delay_p50_ms).abs() <= 5.0,
+        "{} ms against {} ms",
+        mark.setup_delay_p50_ms,
+        none.setup_delay_p50_ms
+    );
+}
+
+#[test]
+fn below_its_target_the_pis_work_mark_tells_a_burst_from_overload() {
+    // Topology 125, C_T = 0.9. Poisson bursts keep so slow a server busy past the CPU filter's 100 ms,
+    // and on the CPU alone the PI takes each for overload: it turned away a tenth of the
+    // calls. Held until the queues reach the work mark, it serves them as no control does.
+    let r = pi_with_and_without_its_work_mark(TOPOLOGY_125, true);
     let (none, cpu, mark) = (of(&r, "none"), of(&r, "cpu alone"), of(&r, "work mark"));
     assert!(
         cpu.goodput < 0.95 * none.goodput,

@@ -29,6 +29,16 @@
 //! `C_T = 0.9`, while the queue is full and callers retransmit. The papers' RE
 //! (`Scenario::paper_re` in the simulator) turns the mark off.
 //!
+//! With the mark, a control interval whose load is past `C_T` lowers `f` from 1 only if
+//! the queue also reached the mark in it, as the PI's CPU loop waits for it: a Poisson
+//! burst below capacity keeps a slow server fully busy for a whole interval and reads
+//! past `C_T`. Without this, OCC carried less than 0.98 of what no control carries on 3
+//! of 65 sampled topologies below `C_T` (servers of 147–231 messages/s at 0.79–0.89x);
+//! with it, 0.985–0.992 on the same three. Under overload the queue reaches the mark
+//! within the first interval. Once `f` is below 1 the measured load alone moves it, as published. A
+//! driver that samples the CPU itself (the proxy at native speed, where the backlog waits
+//! in the socket's buffer, out of the queue's sight) gets the CPU alone.
+//!
 //! Defaults (§VII, "as suggested in" Hilt & Widjaja): `T_c = 1 s`, `T_m = 0.1 s`,
 //! `f_min = 0.02`, `φ_max = 5`. De Cicco et al. ran OCC with `C_T = 0.8` and `0.9`
 //! (Fig. 11); the default here is 0.9.
@@ -107,6 +117,8 @@ pub struct LocalOcc {
     rejected: u64,
     /// Rejects while the queue holds `work_mark_ms` of work.
     work_mark: WorkMark,
+    /// Whether an arrival found the queue at the work mark since the last control step.
+    mark_reached: bool,
 }
 
 impl LocalOcc {
@@ -137,6 +149,7 @@ impl LocalOcc {
             rng: ChaCha8Rng::seed_from_u64(seed),
             rejected: 0,
             work_mark: WorkMark::new(config.work_mark, queue_capacity, session_length),
+            mark_reached: false,
         }
     }
 
@@ -163,6 +176,7 @@ impl LocalAdmission for LocalOcc {
         message: &MessageSummary,
     ) -> AdmissionVerdict {
         let over_work = self.work_mark.exceeded(now, queue_len, message);
+        self.mark_reached |= over_work;
         if !message.is_session_start() {
             return AdmissionVerdict::Admit;
         }
@@ -202,7 +216,16 @@ impl LocalAdmission for LocalOcc {
             };
             self.interval_load_sum = 0.0;
             self.interval_measurements = 0;
-            if let Some(load) = load {
+            // While it accepts every call, OCC starts lowering `f` only once the queue has
+            // also reached the work mark (ours: see the module docs). A driver that samples
+            // the CPU itself serves each message as it reads it, so no queue shows its
+            // backlog: there the CPU alone decides, as published.
+            let burst_served = self.fraction >= 1.0
+                && self.work_mark.is_set()
+                && !self.meter.is_external()
+                && !self.mark_reached;
+            self.mark_reached = self.work_mark.is_rejecting();
+            if let (Some(load), false) = (load, burst_served) {
                 self.fraction = occupancy_fraction_step(
                     self.fraction,
                     load,
@@ -266,7 +289,12 @@ mod tests {
 
     #[test]
     fn acts_on_the_mean_load_of_the_control_interval_not_its_latest_window() {
-        let mut o = LocalOcc::new(&OccConfig::default(), 1, Time::ZERO, 1000, 7.0);
+        // The paper's OCC: the CPU alone decides.
+        let paper = OccConfig {
+            work_mark: Some(Duration::ZERO),
+            ..OccConfig::default()
+        };
+        let mut o = LocalOcc::new(&paper, 1, Time::ZERO, 1000, 7.0);
         let done = |ms| Completion {
             message: MessageSummary::other_request(None),
             service_time: Duration::from_millis(ms),
@@ -290,6 +318,57 @@ mod tests {
         }
         assert!((o.fraction() - 0.9 / 0.95).abs() < 1e-12);
         assert_eq!(o.poll_timeout(), Some(Time::from_millis(2100)));
+    }
+
+    #[test]
+    fn a_busy_interval_lowers_f_only_once_the_queue_has_reached_the_work_mark() {
+        // Service times of 10 ms: a queued INVITE is 70 ms of work, and the 250 ms mark
+        // holds at 4 queued INVITEs (half the drain of 1,000 messages is 5 s).
+        let mut o = LocalOcc::new(&OccConfig::default(), 1, Time::ZERO, 1000, 7.0);
+        let invite = MessageSummary::new_session(Some(NeighbourId(1)));
+        let busy_interval = |o: &mut LocalOcc, start_ms: u64, queued_invites: u32| {
+            for k in 1..=10u64 {
+                let t = Time::from_millis(start_ms + k * 100 - 50);
+                let queue = QueueOccupancy {
+                    invites: queued_invites,
+                    non_invites: 0,
+                };
+                o.on_queue(t, queue);
+                let _ = o.on_arrival(t, queued_invites as usize, &invite);
+                // Ten services of 10 ms fill the window: a load of 1.
+                for _ in 0..10 {
+                    o.on_processed(
+                        t,
+                        &Completion {
+                            message: MessageSummary::other_request(None),
+                            service_time: Duration::from_millis(10),
+                            queueing_delay: Duration::ZERO,
+                            session_accepted: false,
+                        },
+                    );
+                }
+                o.handle_timeout(Time::from_millis(start_ms + k * 100));
+            }
+        };
+        // A burst: fully busy for a whole interval, with two INVITEs queued at most.
+        busy_interval(&mut o, 0, 2);
+        assert!((o.fraction() - 1.0).abs() < 1e-12, "{}", o.fraction());
+        assert_eq!(o.rejected(), 0);
+        // Overload: the queue holds 10 INVITEs (700 ms of work), past the mark.
+        busy_interval(&mut o, 1000, 10);
+        assert!((o.fraction() - 0.9).abs() < 1e-12, "{}", o.fraction());
+        assert!(o.rejected() > 0);
+        // Once f is below 1 the load alone moves it, whatever the queue holds.
+        busy_interval(&mut o, 2000, 0);
+        assert!((o.fraction() - 0.81).abs() < 1e-12, "{}", o.fraction());
+        // The paper's OCC lowers f on the burst itself.
+        let paper = OccConfig {
+            work_mark: Some(Duration::ZERO),
+            ..OccConfig::default()
+        };
+        let mut p = LocalOcc::new(&paper, 1, Time::ZERO, 1000, 7.0);
+        busy_interval(&mut p, 0, 2);
+        assert!((p.fraction() - 0.9).abs() < 1e-12, "{}", p.fraction());
     }
 
     #[test]
