@@ -535,8 +535,9 @@ scenario = {{ re = {{ control = {{ algorithm = "occ", occ = {{ work_mark_ms = 25
 #[test]
 fn below_its_target_the_pis_work_mark_tells_a_burst_from_overload() {
     // Topology 125, C_T = 0.9. Poisson bursts keep so slow a server busy past the CPU
-    // filter's 100 ms, and on the CPU alone the PI takes each for overload: it turned away a tenth of the
-    // calls. Held until the queues reach the work mark, it serves them as no control does.
+    // filter's 100 ms, and on the CPU alone the PI takes each for overload: it turned away
+    // a tenth of the calls. Held until the queues reach the work mark, it serves them as no
+    // control does.
     let r = pi_with_and_without_its_work_mark(TOPOLOGY_125, true);
     assert_the_work_mark_harms_nothing(&r, 0.95);
 }
