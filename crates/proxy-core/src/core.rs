@@ -1011,8 +1011,12 @@ impl ProxyCore {
         // The ACK for a stateless rejection: nothing waits for it (§17.2.1's ACK matters
         // only to a transaction, and a rejection has none), so the processor ends it. It
         // still goes through the queue at an ordinary message's cost, as every message does
-        // in the papers' cost model: a rejected call costs its 503 and this ACK.
-        let absorb = reject_tag && msg.method() == Some(&Method::Ack);
+        // in the papers' cost model: a rejected call costs its 503 and this ACK. A
+        // downstream proxy's rejection that this one relayed carries the same tag when that
+        // proxy is a sluice too: its ACK belongs to our server transaction, which retransmits
+        // the 503 until Timer H unless it sees it.
+        let absorb =
+            reject_tag && msg.method() == Some(&Method::Ack) && !self.txn.matches_server(&msg);
         // Inside a dialog only if this proxy record-routed it: a To tag alone is the
         // sender's word, and would let any request past admission.
         let in_dialog = to_tag && self.route_names_me(&msg);

@@ -1305,6 +1305,62 @@ fn a_rejected_call_costs_its_503_and_the_ack_that_ends_it_without_a_transaction(
 }
 
 #[test]
+fn the_ack_of_a_rejection_relayed_from_a_downstream_sluice_ends_our_transaction() {
+    // The next hop is a sluice too and rejects statelessly, with the same To tag as ours:
+    // the caller's ACK for the relayed 503 is the one our server transaction waits for.
+    // Taken for our own rejection's ACK, it was ended unseen, and the transaction
+    // retransmitted the 503 until Timer H, each copy drawing another ACK.
+    let mut core = core_with(&config());
+    let out = step(&mut core, Time::ZERO, invite("d1", 70).as_bytes(), UAC);
+    let forwarded = only_to(&out, UAS)[0].clone();
+    let rejection = answer(&forwarded, 503, "Service Unavailable").replace("tag=b1", "tag=sl-rej");
+    let out = step(&mut core, Time::from_millis(2), rejection.as_bytes(), UAS);
+    let relayed = only_to(&out, UAC);
+    assert_eq!(relayed.len(), 1, "the 503 goes upstream");
+    assert!(
+        text(relayed[0]).contains("tag=sl-rej"),
+        "{}",
+        text(relayed[0])
+    );
+    assert!(
+        only_to(&out, UAS)
+            .iter()
+            .any(|t| text(t).starts_with("ACK ")),
+        "the proxy's client transaction ACKs the 503 downstream"
+    );
+    assert!(step(
+        &mut core,
+        Time::from_millis(4),
+        ack_for_rejection("d1").as_bytes(),
+        UAC
+    )
+    .is_empty());
+    // Past Timer G's first (T1) and second (2·T1) firings: nothing more reaches the caller.
+    core.handle_timeout(Time::from_millis(600));
+    core.handle_timeout(Time::from_millis(1_600));
+    let later = drain(&mut core);
+    assert!(
+        only_to(&later, UAC).is_empty(),
+        "503 retransmitted: {later:?}"
+    );
+    assert_eq!(core.stats(Time::from_millis(1_600)).absorbed_reject_acks, 0);
+    // Our own rejections' ACKs are still ended by the processor.
+    let mut cfg = config();
+    cfg.control.algorithm = "threshold".parse().unwrap();
+    cfg.control.threshold.high_watermark = Some(0);
+    cfg.control.threshold.low_watermark = Some(0);
+    let mut core = core_with(&cfg);
+    step(&mut core, Time::ZERO, invite("d2", 70).as_bytes(), UAC);
+    step(
+        &mut core,
+        Time::from_millis(1),
+        ack_for_rejection("d2").as_bytes(),
+        UAC,
+    );
+    assert_eq!(core.stats(Time::from_millis(1)).absorbed_reject_acks, 1);
+}
+
+#[test]
 fn background_load_takes_its_share_of_the_processor_ahead_of_the_queue() {
     let mut cfg = config();
     cfg.cost_forward_us = 1_000.0;

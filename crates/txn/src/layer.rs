@@ -627,6 +627,31 @@ impl TransactionLayer {
         self.txs.at(index).map(|tx| tx.peer)
     }
 
+    /// Whether a request matches a server transaction (§17.2.3: top Via branch and sent-by,
+    /// and method, an ACK matching its INVITE). Looks only: a proxy that ends the ACKs for
+    /// its own stateless rejections checks here that an ACK is not the one a transaction of
+    /// its own waits for, the ACK of a rejection it relayed from downstream.
+    pub fn matches_server(&self, request: &Message) -> bool {
+        let (Some(method), Some(branch), Some((host, port))) = (
+            request.method(),
+            request.top_via_branch(),
+            top_via_sent_by(request),
+        ) else {
+            return false;
+        };
+        let key = ServerKey {
+            branch: SmallVec::from_slice(branch),
+            method: if *method == Method::Ack {
+                Method::Invite
+            } else {
+                method.clone()
+            },
+            host: SentByHost(SmallVec::from_slice(host)),
+            port,
+        };
+        self.find_server(&key).is_some()
+    }
+
     /// The client transaction keyed by this branch and method (§17.1.3), and its peer:
     /// what a driver needs to tie an error report about a datagram it sent (an ICMP error
     /// returns the start of that datagram) to the transaction that sent it.
