@@ -20,7 +20,9 @@
 //!    Rejected INVITEs are answered statelessly (a 503 with To tag `sl-rej` sent back to
 //!    the source, no transaction, as Kamailio's `sl_send_reply`), so a rejection costs the
 //!    processor one cheap step (`cost_reject_us`) and the ACK for its 503, which the
-//!    processor recognises by that tag and ends, an ordinary one (`cost_other_us`).
+//!    processor recognises by that tag and ends, an ordinary one (`cost_other_us`). An ACK
+//!    with that tag that matches a server transaction is not ours to end: it answers a
+//!    rejection relayed from a downstream sluice, and goes to that transaction.
 //! 2. **Processor** ([`ProxyCore::handle_timeout`]): takes messages from the FIFO in order
 //!    and does the full work: validation, the transaction layer (`sluice_txn`), routing,
 //!    forwarding with Via/Record-Route/Max-Forwards edits, and the 503 for rejected ones.
