@@ -189,5 +189,8 @@ fn ten_ses_with_split_connections_hold_capacity_at_ten_times_it() {
     .unwrap();
     let num = |key: &str| point[key].as_f64().unwrap();
     assert!(num("goodput") >= 0.9, "{point}");
-    assert!(num("setup_delay_p99_ms") < 500.0, "{point}");
+    // A stalled response connection holds calls for seconds. A 2xx the UAS retransmits
+    // after T1 (over TCP too, RFC 3261 §13.3.1.4) adds 500 ms to its call: in a debug build
+    // on two cores 19 of 1,145 calls had one, and p99 was 702 ms with nothing stalled.
+    assert!(num("setup_delay_p99_ms") < 1_000.0, "{point}");
 }
