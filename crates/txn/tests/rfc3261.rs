@@ -526,6 +526,36 @@ fn invite_server_absorbs_retransmissions_and_retransmits_final_on_timer_g_until_
 }
 
 #[test]
+fn matches_server_looks_up_an_acks_invite_by_branch_and_sent_by_without_consuming_it() {
+    let mut run = Run::new();
+    let inv = invite("z9hG4bK-m");
+    run.receive(Time::ZERO, inv.clone(), udp(9));
+    let ack = |branch, sent_by| {
+        Req {
+            method: "ACK",
+            branch,
+            sent_by,
+            ..Req::default()
+        }
+        .msg()
+    };
+    assert!(run
+        .layer
+        .matches_server(&ack("z9hG4bK-m", "192.0.2.1:5060")));
+    assert!(run.layer.matches_server(&inv));
+    // §17.2.3: the branch and the sent-by both take part; a BYE is not its INVITE.
+    assert!(!run
+        .layer
+        .matches_server(&ack("z9hG4bK-other", "192.0.2.1:5060")));
+    assert!(!run
+        .layer
+        .matches_server(&ack("z9hG4bK-m", "192.0.2.7:5060")));
+    assert!(!run.layer.matches_server(&non_invite("BYE", "z9hG4bK-m")));
+    // Looking absorbs nothing.
+    assert_eq!(run.layer.stats().absorbed.acks, 0);
+}
+
+#[test]
 fn invite_server_timer_h_reports_a_missing_ack() {
     let mut run = Run::new();
     let inv = invite("z9hG4bK-h");
