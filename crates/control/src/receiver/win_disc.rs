@@ -20,8 +20,8 @@
 //! shorter links, on 98 and 98 (win-cont's miss there at 0.999 of the requirement). A
 //! shorter `T_c` is no cure: on one such topology (47 ms links, 2.8x) goodput went 0.87,
 //! 0.87, 1.00, 0.95 at 200, 100, 50 and 400 ms, as the bursts fall in and out of step
-//! with the round trip. win-cont, whose window follows the
-//! queue message by message, is the window to run over long links.
+//! with the round trip. win-cont, whose window follows the queue message by message, is
+//! the window to run over long links.
 
 use super::{
     advertised, queue_bounded_budget, ControlClock, FeedbackGenerator, ReceiverCore,
