@@ -70,6 +70,24 @@ impl Hash for SentByHost {
 /// list and parses addresses, which is most of the lookup's cost. Grammar (RFC 3261 §20.42):
 /// `SIP / 2.0 / transport LWS host [ COLON port ]` up to the first `;` or `,`. A missing port
 /// is the transport's default (5060, or 5061 for TLS), so `h` and `h:5060` match.
+/// The server transaction a request belongs to (§17.2.3: top Via branch and sent-by, and
+/// method, an ACK folded into its INVITE); `None` without what matching needs.
+fn server_key(msg: &Message) -> Option<ServerKey> {
+    let method = msg.method()?;
+    let branch = msg.top_via_branch()?;
+    let (host, port) = top_via_sent_by(msg)?;
+    Some(ServerKey {
+        branch: SmallVec::from_slice(branch),
+        method: if *method == Method::Ack {
+            Method::Invite
+        } else {
+            method.clone()
+        },
+        host: SentByHost(SmallVec::from_slice(host)),
+        port,
+    })
+}
+
 fn top_via_sent_by(msg: &Message) -> Option<(&[u8], u16)> {
     let v = msg.header(HeaderName::Via)?;
     let end = v
@@ -632,24 +650,7 @@ impl TransactionLayer {
     /// its own stateless rejections checks here that an ACK is not the one a transaction of
     /// its own waits for, the ACK of a rejection it relayed from downstream.
     pub fn matches_server(&self, request: &Message) -> bool {
-        let (Some(method), Some(branch), Some((host, port))) = (
-            request.method(),
-            request.top_via_branch(),
-            top_via_sent_by(request),
-        ) else {
-            return false;
-        };
-        let key = ServerKey {
-            branch: SmallVec::from_slice(branch),
-            method: if *method == Method::Ack {
-                Method::Invite
-            } else {
-                method.clone()
-            },
-            host: SentByHost(SmallVec::from_slice(host)),
-            port,
-        };
-        self.find_server(&key).is_some()
+        server_key(request).is_some_and(|key| self.find_server(&key).is_some())
     }
 
     /// The client transaction keyed by this branch and method (§17.1.3), and its peer:
@@ -807,27 +808,11 @@ impl TransactionLayer {
     }
 
     fn handle_request(&mut self, now: Time, msg: Message, from: Peer) -> Received {
-        let (Some(method), Some(branch)) = (msg.method().cloned(), msg.top_via_branch()) else {
+        let (Some(method), Some(key)) = (msg.method().cloned(), server_key(&msg)) else {
             self.stats.malformed += 1;
             return Received::Malformed;
         };
-        let branch = SmallVec::from_slice(branch);
-        let Some((host, port)) = top_via_sent_by(&msg) else {
-            self.stats.malformed += 1;
-            return Received::Malformed;
-        };
-        let host = SentByHost(SmallVec::from_slice(host));
         let is_ack = method == Method::Ack;
-        let key = ServerKey {
-            branch,
-            method: if is_ack {
-                Method::Invite
-            } else {
-                method.clone()
-            },
-            host,
-            port,
-        };
         if let Some(index) = self.find_server(&key) {
             return self.server_retransmission(now, index, is_ack);
         }

@@ -41,11 +41,12 @@
 //! measured over 300 s instead of 60 so that the misses are not sampling noise, it still
 //! misses on 8: 0.79–0.89 of capacity, the processor busy 0.90–0.95 of the time. Neither
 //! way out keeps a 2xx and its ACK within T1 over links of 25–48 ms (60 s windows): `D_B`
-//! 400 ms with the mark at 450 ms held 1 of the 10, the mark alone at 400 ms 1, with retransmission ratios up to 0.16. Smoother
-//! SEs did no better: call gapping held 2 (it passes only part of a Poisson stream offered
-//! near its rate), a token bucket 5 deep 1, and a leaky bucket holding one session 6, but
-//! on a fast RE offered 1.09x over 50 ms links it carried 0.79 against 0.83. win-cont,
-//! whose windows the RE's responses clock, held 7 of the 10.
+//! 400 ms with the mark at 450 ms held 1 of the 10, the mark alone at 400 ms 1, with
+//! retransmission ratios up to 0.16. Smoother SEs did no better: call gapping held 2 (it
+//! passes only part of a Poisson stream offered near its rate), a token bucket 5 deep 1,
+//! and a leaky bucket holding one INVITE 6, but on a fast RE offered 1.09x over 50 ms
+//! links it carried 0.79 against 0.83. win-cont, whose windows the RE's responses clock,
+//! held 7 of the 10.
 
 use super::{queue_bounded_budget, ControlClock, FeedbackGenerator, ReceiverCore, ReceiverMetrics};
 use crate::active_sources::ActiveSourceConfig;
