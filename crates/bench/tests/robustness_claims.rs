@@ -1103,7 +1103,7 @@ scenario = { re = { control = { algorithm = "rate-abs", fairness = "max-min" } }
 "#;
     let e = Experiment::from_toml(text, &Overrides::default()).unwrap();
     let reports: Vec<RunReport> = e.points.iter().map(|p| run(&p.scenario)).collect();
-    let results = evaluate(&e, &reports).unwrap();
+    let results = evaluate(&e, &reports);
     assert_eq!(results.len(), 3 * Claim::ALL.len());
     for c in &results {
         assert!(

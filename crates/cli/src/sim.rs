@@ -161,13 +161,7 @@ fn print_claims(e: &Experiment, reports: &[RunReport]) {
         println!("(a shard: the claims are judged once the shards are merged)");
         return;
     }
-    let results = match sluice_report::claims::evaluate(e, reports) {
-        Ok(r) => r,
-        Err(err) => {
-            println!("{err}");
-            return;
-        }
-    };
+    let results = sluice_report::claims::evaluate(e, reports);
     println!(
         "{:<20} {:<9} {:>10} {:>8} {:>9} {:>10} {:>10}",
         "variant", "claim", "topologies", "holding", "share", "worst at", "worst/req"

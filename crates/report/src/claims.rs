@@ -1,6 +1,8 @@
 //! What a sampled-topology experiment shows: for every control, the share of topologies on
 //! which each claim holds and the worst cases, each judged against no control on the same
-//! topology (the variant whose algorithm is `none`).
+//! topology (the variant whose algorithm is `none`). An experiment without that variant
+//! is judged only on the claims that need no reference (`overload`, `answers-admitted`),
+//! so the controls can be rerun under overload without rerunning no control at collapse.
 //!
 //! The claims:
 //! - `no-harm`: offered less than 0.95 of capacity (less than `C_T` for a control that
@@ -134,28 +136,23 @@ fn no_harm_limit(p: &RunPoint) -> f64 {
     target_cpu(p).map_or(NO_HARM_BELOW, |t| t.min(NO_HARM_BELOW))
 }
 
-/// Every claim for every variant but the reference; `Err` when there is no variant
-/// without control to judge against.
-pub fn evaluate(e: &Experiment, reports: &[RunReport]) -> Result<Vec<ClaimResult>, String> {
+/// Every claim for every variant but the reference. Without a variant without control,
+/// the claims judged against it (no-harm, no-delay) are judged nowhere and the others
+/// still are: a run of one control under overload needs no reference run.
+pub fn evaluate(e: &Experiment, reports: &[RunReport]) -> Vec<ClaimResult> {
     let runs: Vec<(&RunPoint, &RunReport)> = e.points.iter().zip(reports).collect();
     let reference = runs
         .iter()
         .find(|(p, _)| p.scenario.re.control.algorithm == Algorithm::None)
-        .map(|(p, _)| p.variant.clone())
-        .ok_or_else(|| {
-            format!(
-                "{}: a sampled experiment needs a variant without control to judge against",
-                e.name
-            )
-        })?;
+        .map(|(p, _)| p.variant.clone());
     // Topologies are numbered: x is a whole number.
     let baseline = |x: f64| {
         runs.iter()
-            .find(|(p, _)| p.variant == reference && (p.x - x).abs() < 0.5)
+            .find(|(p, _)| Some(&p.variant) == reference.as_ref() && (p.x - x).abs() < 0.5)
             .map(|(_, r)| *r)
     };
     let mut out = Vec::new();
-    for variant in e.variants.iter().filter(|v| **v != reference) {
+    for variant in e.variants.iter().filter(|v| Some(*v) != reference.as_ref()) {
         let mine: Vec<&(&RunPoint, &RunReport)> =
             runs.iter().filter(|(p, _)| &p.variant == variant).collect();
         let Some(algorithm) = mine.first().map(|(p, _)| p.scenario.re.control.algorithm) else {
@@ -164,19 +161,21 @@ pub fn evaluate(e: &Experiment, reports: &[RunReport]) -> Result<Vec<ClaimResult
         for claim in Claim::ALL {
             let mut verdicts = Vec::new();
             for (p, r) in &mine {
-                let Some(none) = baseline(p.x) else { continue };
+                let none = baseline(p.x);
                 let topology = p.x as usize;
                 let below = p.offered_load < no_harm_limit(p);
                 let verdict = match claim {
-                    Claim::NoHarm if below => {
+                    Claim::NoHarm if below => none.map(|none| {
                         let required = NO_HARM_SHARE * none.goodput;
-                        Some((r.goodput, required, r.goodput - required))
-                    }
+                        (r.goodput, required, r.goodput - required)
+                    }),
                     // No control's delay is undefined where it set up no call at all.
-                    Claim::NoDelay if below && none.calls_good > 0 => {
-                        let required = none.setup_delay_p50_ms + NO_DELAY_MS;
-                        let value = r.setup_delay_p50_ms;
-                        Some((value, required, required - value))
+                    Claim::NoDelay if below => {
+                        none.filter(|none| none.calls_good > 0).map(|none| {
+                            let required = none.setup_delay_p50_ms + NO_DELAY_MS;
+                            let value = r.setup_delay_p50_ms;
+                            (value, required, required - value)
+                        })
                     }
                     Claim::Overload if p.offered_load >= 1.0 => {
                         let share = if p.scenario.link.loss > 0.0 {
@@ -224,7 +223,7 @@ pub fn evaluate(e: &Experiment, reports: &[RunReport]) -> Result<Vec<ClaimResult
             });
         }
     }
-    Ok(out)
+    out
 }
 
 /// The claims as the report shows them: one row per variant and claim, holding when it
@@ -470,7 +469,7 @@ scenario = { re = { control = { algorithm = "win-cont" } } }
             report(800, 0.6, 400.0),
             report(900, 0.7, 9.0),
         ];
-        let results = evaluate(&e, &reports).unwrap();
+        let results = evaluate(&e, &reports);
         let claim = |c: Claim| results.iter().find(|r| r.claim == c).unwrap();
         let delay = claim(Claim::NoDelay);
         assert_eq!(delay.verdicts.len(), 1, "{delay:?}");
@@ -478,5 +477,35 @@ scenario = { re = { control = { algorithm = "win-cont" } } }
         assert!(!delay.verdicts[0].holds(), "9 ms against 2 + 5");
         // No harm is still judged on both.
         assert_eq!(claim(Claim::NoHarm).verdicts.len(), 2);
+    }
+
+    #[test]
+    fn without_a_reference_only_the_claims_that_need_none_are_judged() {
+        let e = Experiment::from_toml(
+            r#"
+name = "alone"
+title = "one control, overloaded"
+kind = "sample"
+[sample]
+topologies = 2
+seed = 3
+below_capacity_share = 0.0
+[[variant]]
+label = "win-cont"
+scenario = { re = { control = { algorithm = "win-cont" } } }
+"#,
+            &Overrides::default(),
+        )
+        .unwrap();
+        let reports = [report(900, 0.95, 2.0), report(500, 0.5, 2.0)];
+        let results = evaluate(&e, &reports);
+        let claim = |c: Claim| results.iter().find(|r| r.claim == c).unwrap();
+        let overload = claim(Claim::Overload);
+        assert_eq!(overload.verdicts.len(), 2, "{overload:?}");
+        assert_eq!(overload.holding(), 1);
+        assert_eq!(overload.verdicts[0].topology, 1, "the worst first");
+        assert_eq!(claim(Claim::AnswersAdmitted).verdicts.len(), 2);
+        assert!(claim(Claim::NoHarm).verdicts.is_empty());
+        assert!(claim(Claim::NoDelay).verdicts.is_empty());
     }
 }
