@@ -427,9 +427,15 @@ mod tests {
     use super::*;
     use sluice_sim::experiment::Overrides;
 
-    /// Two topologies below capacity, no control and win-cont on each.
-    fn below_capacity() -> Experiment {
-        Experiment::from_toml(
+    /// Two topologies, below capacity or all overloaded, with win-cont and, if asked,
+    /// no control on each.
+    fn two_topologies(below_capacity_share: f64, with_none: bool) -> Experiment {
+        let none = if with_none {
+            "[[variant]]\nlabel = \"none\"\nscenario = { re = { control = { algorithm = \"none\" } } }\n"
+        } else {
+            ""
+        };
+        let toml = format!(
             r#"
 name = "two"
 title = "two topologies"
@@ -437,17 +443,14 @@ kind = "sample"
 [sample]
 topologies = 2
 seed = 3
-below_capacity_share = 1.0
-[[variant]]
-label = "none"
-scenario = { re = { control = { algorithm = "none" } } }
+below_capacity_share = {below_capacity_share:?}
+{none}
 [[variant]]
 label = "win-cont"
-scenario = { re = { control = { algorithm = "win-cont" } } }
-"#,
-            &Overrides::default(),
-        )
-        .unwrap()
+scenario = {{ re = {{ control = {{ algorithm = "win-cont" }} }} }}
+"#
+        );
+        Experiment::from_toml(&toml, &Overrides::default()).unwrap()
     }
 
     fn report(calls_good: u64, goodput: f64, p50_ms: f64) -> RunReport {
@@ -461,7 +464,7 @@ scenario = { re = { control = { algorithm = "win-cont" } } }
 
     #[test]
     fn delay_is_judged_only_where_no_control_set_up_a_call() {
-        let e = below_capacity();
+        let e = two_topologies(1.0, true);
         // Topology 0: no control collapsed (no call, no delay); topology 1: it served.
         let reports = [
             report(0, 0.0, 0.0),
@@ -481,22 +484,7 @@ scenario = { re = { control = { algorithm = "win-cont" } } }
 
     #[test]
     fn without_a_reference_only_the_claims_that_need_none_are_judged() {
-        let e = Experiment::from_toml(
-            r#"
-name = "alone"
-title = "one control, overloaded"
-kind = "sample"
-[sample]
-topologies = 2
-seed = 3
-below_capacity_share = 0.0
-[[variant]]
-label = "win-cont"
-scenario = { re = { control = { algorithm = "win-cont" } } }
-"#,
-            &Overrides::default(),
-        )
-        .unwrap();
+        let e = two_topologies(0.0, false);
         let reports = [report(900, 0.95, 2.0), report(500, 0.5, 2.0)];
         let results = evaluate(&e, &reports);
         let claim = |c: Claim| results.iter().find(|r| r.claim == c).unwrap();
