@@ -147,8 +147,9 @@ pub fn evaluate(e: &Experiment, reports: &[RunReport]) -> Vec<ClaimResult> {
         .map(|(p, _)| p.variant.clone());
     // Topologies are numbered: x is a whole number.
     let baseline = |x: f64| {
+        let reference = reference.as_ref()?;
         runs.iter()
-            .find(|(p, _)| Some(&p.variant) == reference.as_ref() && (p.x - x).abs() < 0.5)
+            .find(|(p, _)| &p.variant == reference && (p.x - x).abs() < 0.5)
             .map(|(_, r)| *r)
     };
     let mut out = Vec::new();
