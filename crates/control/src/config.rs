@@ -222,8 +222,9 @@ pub struct ControlConfig {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub fairness: Option<Fairness>,
     /// Hold the delay budget `D_B` of rate-abs, win-disc (half of the work the RE's queue
-    /// holds, `receiver::QUEUE_BUDGET_SHARE`) and win-cont (all of it), and rate-occ's
-    /// queue gate (half), to the queue;
+    /// holds, `receiver::QUEUE_BUDGET_SHARE`) and win-cont (all of it), rate-occ's queue
+    /// gate (half) and, while the SEs feed forward more than the RE serves, win-disc's
+    /// control interval `T_c` (half, at least 50 ms), to the queue;
     /// `false` runs the paper's budget as configured, whatever the queue. A window must
     /// also cover the sessions on the links (μ times the round trip), which no queue
     /// holds: held to the queue, each SE's window gets back what it reports in flight

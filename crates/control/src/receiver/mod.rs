@@ -492,6 +492,11 @@ impl ControlClock {
         self.next
     }
 
+    /// Moves the next step to `next`, for a step that shortens its own interval.
+    pub(crate) fn reschedule(&mut self, next: Time) {
+        self.next = next;
+    }
+
     pub(crate) fn interval(&self) -> std::time::Duration {
         self.interval
     }
