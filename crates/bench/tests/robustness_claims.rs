@@ -20,6 +20,15 @@ fn of<'a>(runs: &'a [(String, RunReport)], variant: &str) -> &'a RunReport {
     &runs.iter().find(|(v, _)| v == variant).unwrap().1
 }
 
+/// `variant`'s report at offered load `x` (within 5 %).
+fn at<'a>(runs: &'a [(String, RunReport)], variant: &str, x: f64) -> &'a RunReport {
+    &runs
+        .iter()
+        .find(|(v, report)| v == variant && (report.offered_load - x).abs() < 0.05 * x)
+        .unwrap_or_else(|| panic!("{variant} at {x}"))
+        .1
+}
+
 #[test]
 fn a_rate_budget_held_to_a_short_queue_keeps_goodput_at_nine_times_capacity() {
     // One SE, 9x, an RE of 2,074 messages/s in front of 161 messages (78 ms of work):
@@ -163,12 +172,7 @@ label = "win-cont sluice"
 scenario = { re = { control = { algorithm = "win-cont", backstop = true, queue_bounded_budget = true }, overload = { server = { window_acks = true } } } }
 "#,
     );
-    let at = |variant: &str, x: f64| {
-        &r.iter()
-            .find(|(v, report)| v == variant && (report.offered_load - x).abs() < 0.05 * x)
-            .unwrap_or_else(|| panic!("{variant} at {x}"))
-            .1
-    };
+    let at = |variant: &str, x: f64| at(&r, variant, x);
     let none = at("none", 0.9).goodput;
     for algorithm in ["win-disc", "win-cont"] {
         let paper = at(&format!("{algorithm} paper"), 9.0);
@@ -221,12 +225,7 @@ label = "win-disc"
 scenario = { re = { control = { algorithm = "win-disc" } } }
 "#,
     );
-    let at = |variant: &str, x: f64| {
-        &r.iter()
-            .find(|(v, report)| v == variant && (report.offered_load - x).abs() < 0.05 * x)
-            .unwrap_or_else(|| panic!("{variant} at {x}"))
-            .1
-    };
+    let at = |variant: &str, x: f64| at(&r, variant, x);
     let overloaded = at("win-disc", 6.0);
     assert!(
         overloaded.goodput > 0.85 && overloaded.retrans_ratio < 0.02,

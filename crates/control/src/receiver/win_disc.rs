@@ -241,6 +241,29 @@ mod tests {
         }
     }
 
+    /// 10 accepted INVITEs (with 60 other messages) in the first 100 ms and again in the
+    /// second, so μ = 100/s at 200 ms, while SEs 1–3 each feed forward `offered_each`.
+    fn measure_100_sessions_a_second(g: &mut WinDisc, offered_each: f64) {
+        for step in [Time::from_millis(50), Time::from_millis(150)] {
+            for id in 1..=3 {
+                let offered = FeedForward {
+                    offered_rate: offered_each,
+                };
+                g.on_feed_forward(step, NeighbourId(id), offered);
+            }
+            for _ in 0..10 {
+                g.on_processed(step, &processed(MessageSummary::new_session(se(1)), true));
+            }
+            for _ in 0..60 {
+                g.on_processed(
+                    step,
+                    &processed(MessageSummary::other_request(se(1)), false),
+                );
+            }
+            run_timers(g, step + Duration::from_millis(50));
+        }
+    }
+
     #[test]
     fn windows_start_at_w0_and_shrink_with_each_new_invite() {
         let mut g = win_disc(Fairness::ProviderCentric);
@@ -265,22 +288,7 @@ mod tests {
                 non_invites: 12,
             },
         );
-        // 10 accepted INVITEs in the first 100 ms and again in the second: μ = 100/s.
-        for step in [Time::from_millis(50), Time::from_millis(150)] {
-            for id in 1..=3 {
-                g.on_feed_forward(step, NeighbourId(id), FeedForward { offered_rate: 1.0 });
-            }
-            for _ in 0..10 {
-                g.on_processed(step, &processed(MessageSummary::new_session(se(1)), true));
-            }
-            for _ in 0..60 {
-                g.on_processed(
-                    step,
-                    &processed(MessageSummary::other_request(se(1)), false),
-                );
-            }
-            run_timers(&mut g, step + Duration::from_millis(50));
-        }
+        measure_100_sessions_a_second(&mut g, 1.0);
         // w = 100·0.2 + 100·0.2 − 6 = 34; each of 3 SEs gets round(34/3) = 11.
         assert!((g.metrics().control_value.unwrap() - 34.0).abs() < 1e-9);
         for id in 1..=3 {
@@ -296,25 +304,8 @@ mod tests {
     fn held_to_a_short_queue_the_interval_shortens_only_while_the_ses_offer_more_than_mu() {
         for (offered_each, overloaded) in [(20.0, false), (60.0, true)] {
             let mut g = win_disc(Fairness::ProviderCentric).bounded_by_queue(84);
-            // μ = 100 sessions/s, as above; three SEs feed forward 60 or 180 in all.
-            for step in [Time::from_millis(50), Time::from_millis(150)] {
-                for id in 1..=3 {
-                    let offered = FeedForward {
-                        offered_rate: offered_each,
-                    };
-                    g.on_feed_forward(step, NeighbourId(id), offered);
-                }
-                for _ in 0..10 {
-                    g.on_processed(step, &processed(MessageSummary::new_session(se(1)), true));
-                }
-                for _ in 0..60 {
-                    g.on_processed(
-                        step,
-                        &processed(MessageSummary::other_request(se(1)), false),
-                    );
-                }
-                run_timers(&mut g, step + Duration::from_millis(50));
-            }
+            // Three SEs feed forward 60 or 180 sessions/s in all.
+            measure_100_sessions_a_second(&mut g, offered_each);
             let mu = g.core.estimator.control_service_rate();
             let work = 84.0 / (g.core.estimator.session_length() * mu);
             let held = Duration::from_secs_f64(QUEUE_BUDGET_SHARE * work);
