@@ -11,27 +11,27 @@
 //! estimator config). `W_0 = 14`, the paper's suggested `μ_eng·T_c` with its 72
 //! sessions/s engineered rate and `T_c = 200 ms`.
 //!
-//! Limit, as published: the window is spent as it arrives. An SE offered several times
-//! its share spends a whole interval's window within a fraction of the interval, so the
-//! RE receives `T_c` of sessions in a burst on top of its `D_B`. In front of a queue that
-//! holds less than that (a fast RE with a queue of 25–75 ms of work), each burst
-//! overflows it and every drop comes back as a retransmission. Held to the queue
-//! (`bounded_by_queue`), `T_c` is held like `D_B` while the SEs feed forward more than
-//! `μ`, down to 50 ms ([`MIN_INTERVAL`]): on 200 sampled topologies (seed 1) the
-//! overloaded ones that keep 0.9 of capacity (0.85 over lossy links) went from 108 to
-//! 113 of 122, no-harm and no-delay unchanged (78 of 78, 76 of 76); on 200 others (seed
-//! 2) from 105 to 109 of 133, below capacity nothing moved (65 of 67). Shorter intervals
-//! starve the SEs over links of 30 ms or more (an RE of 3,991 messages/s behind 34 ms
-//! links at 1.4x went 0.95 → 0.83 at 12.5 ms), and below capacity they cost goodput, so
-//! the interval keeps `T_c` there. At 50 ms it still starves some near 1.5x (seed 2: one
-//! SE 24 ms away at 1.46x, 108 messages of queue, 0.94 → 0.74 with the RE idle a quarter
-//! of the time). What remains is the 2xx–ACK loop over links of 40 ms
-//! or more: queued twice and carried over six such links, it passes T1 for part of the
-//! calls, and no one `T_c` or `D_B` holds all of those topologies (goodput went up on
-//! some and down on others at every pair of 25–100 ms tried, and a floor of 35 or 75 ms
-//! instead of 50 moved as many topologies each way). Of the 23 with such links
-//! win-disc holds 17 (win-cont 20); of the 99 with shorter links, 96. win-cont, whose
-//! window follows the queue message by message, is the window to run over long links.
+//! Limit, as published: the window is spent as it arrives. An SE offered several times its
+//! share spends a whole interval's window within a fraction of the interval, so the RE
+//! receives `T_c` of sessions in a burst on top of its `D_B`. In front of a queue that
+//! holds less than that (a fast RE with a queue of 25–75 ms of work), each burst overflows
+//! it and every drop comes back as a retransmission. Held to the queue
+//! (`bounded_by_queue`), `T_c` is held like `D_B` while the SEs feed forward more than `μ`,
+//! down to 50 ms ([`MIN_INTERVAL`]): on 200 sampled topologies (seed 1) the overloaded ones
+//! that keep 0.9 of capacity (0.85 over lossy links) went from 108 to 113 of 122, no-harm
+//! and no-delay unchanged (78 of 78, 76 of 76); on 200 others (seed 2) from 105 to 109 of
+//! 133, below capacity nothing moved (65 of 67). Shorter intervals starve the SEs over
+//! links of 30 ms or more (an RE of 3,991 messages/s behind 34 ms links at 1.4x went 0.95 →
+//! 0.83 at 12.5 ms), and below capacity they cost goodput, so the interval keeps `T_c`
+//! there. At 50 ms it still starves some near 1.5x (seed 2: one SE 24 ms away at 1.46x, 108
+//! messages of queue, 0.94 → 0.74 with the RE idle a quarter of the time). What remains is
+//! the 2xx–ACK loop over links of 40 ms or more: queued twice and carried over six such
+//! links, it passes T1 for part of the calls, and no one `T_c` or `D_B` holds all of those
+//! topologies (goodput went up on some and down on others at every pair of 25–100 ms tried,
+//! and a floor of 35 or 75 ms instead of 50 moved as many topologies each way). Of the 23
+//! with such links win-disc holds 17 (win-cont 20); of the 99 with shorter links, 96.
+//! win-cont, whose window follows the queue message by message, is the window to run over
+//! long links.
 
 use super::{
     advertised, queue_bounded_budget, ControlClock, FeedbackGenerator, ReceiverCore,
