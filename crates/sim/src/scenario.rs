@@ -357,11 +357,12 @@ impl Scenario {
     /// the paper pairs it with the algorithm (§2.4.2) by offering, in this order, the
     /// window extension (win-*), the rate extension with its percentage throttle
     /// (rate-abs), the load report for the fuzzy window (Montazerolghaem & Yaghmaee) and
-    /// RFC 7339's loss (rate-occ's acceptance fraction as a percentage); feed-forward only
-    /// where an experiment turns double feed on.
+    /// RFC 7339's loss (rate-occ's acceptance fraction as a percentage); a blocked session
+    /// rejected at once; feed-forward only where an experiment turns double feed on.
     pub fn paper_se() -> ProxyConfig {
         let mut se = ProxyConfig::default();
         se.overload.client.feed_forward = false;
+        se.overload.client.blocking = Some(sluice_control::BlockingMode::Discard);
         se.overload.client.algorithms = vec![
             OcAlgorithm::SluiceWindow,
             OcAlgorithm::SluiceRate,

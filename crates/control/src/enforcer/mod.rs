@@ -7,7 +7,10 @@
 //! - discard: a blocked session is rejected upstream at once;
 //! - keep: it waits in a bounded FIFO hold queue and is released, in order, when the
 //!   mechanism allows (a time reported by `poll_timeout`, or new feedback). A full hold
-//!   queue rejects and counts the overflow.
+//!   queue rejects and counts the overflow;
+//! - keep-bursts: one blocked session waits as in keep mode while the throttle blocks
+//!   less than [`BURST_BLOCKED_SHARE`] of what it is offered, and is rejected otherwise
+//!   (always, behind the percentage throttle, whose coin toss gives no release time).
 //!
 //! Only session-starting INVITEs are regulated; every other message belongs to a
 //! session already admitted and is always forwarded. The throttle also meters its
@@ -23,6 +26,7 @@ pub use percentage::PercentageThrottle;
 pub use rate_gate::RateGate;
 pub use window::WindowThrottle;
 
+use crate::smoothing::Ewma;
 use crate::types::{FeedForward, Feedback, MessageSummary, RequestId, ThrottleVerdict};
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
@@ -70,7 +74,20 @@ pub enum BlockingMode {
     #[default]
     Discard,
     Keep,
+    /// Keep one session while blocking is rare (a burst), discard under overload. Below
+    /// capacity a window of a few sessions in front of a slow RE blocks a Poisson burst's
+    /// excess, and the one call held rides the next slot instead of a 503; under overload
+    /// holding buys nothing and its release, bunched with the feedback that opens the
+    /// window, brings the RE bursts its backstop rejects (the `sluicewin` default, see
+    /// `OcClientConfig::blocking`).
+    KeepBursts,
 }
+
+/// Below this share of session starts blocked (smoothed over about the last
+/// `1 / BLOCKED_SHARE_WEIGHT` of them), keep-bursts holds a blocked one.
+pub const BURST_BLOCKED_SHARE: f64 = 0.1;
+/// Weight of each session start in the blocked share keep-bursts watches.
+const BLOCKED_SHARE_WEIGHT: f64 = 1.0 / 32.0;
 
 /// Errors in an enforcement or control configuration.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -110,7 +127,7 @@ impl ThrottleSpec {
             (ThrottleKind::Percentage, BlockingMode::Keep) => {
                 Err(ConfigError::KeepNotSupported(self.kind))
             }
-            (ThrottleKind::LeakyBucket, BlockingMode::Discard) => {
+            (ThrottleKind::LeakyBucket, BlockingMode::Discard | BlockingMode::KeepBursts) => {
                 Err(ConfigError::LeakyBucketNeedsKeep)
             }
             _ => Ok(()),
@@ -167,6 +184,8 @@ pub struct Throttle {
     hold_limit: usize,
     released: VecDeque<RequestId>,
     meter: OfferedLoadMeter,
+    /// Share of session starts not let through at once (keep-bursts).
+    blocked_share: Ewma,
     feed_forward: bool,
     last_sequence: Option<u64>,
     stats: EnforcerStats,
@@ -220,6 +239,7 @@ impl Throttle {
             hold_limit: spec.hold_limit,
             released: VecDeque::new(),
             meter,
+            blocked_share: Ewma::new(BLOCKED_SHARE_WEIGHT),
             feed_forward: spec.feed_forward,
             last_sequence: None,
             stats: EnforcerStats::default(),
@@ -331,16 +351,28 @@ impl FeedbackEnforcer for Throttle {
         self.stats.offered += 1;
         self.meter.record(now);
         // Keep mode is FIFO: nothing overtakes a held request.
-        if self.hold.is_empty() && self.try_pass(now) {
+        let passed = self.hold.is_empty() && self.try_pass(now);
+        let blocked_share = self
+            .blocked_share
+            .update(if passed { 0.0 } else { 1.0 })
+            .unwrap_or(0.0);
+        if passed {
             self.stats.forwarded += 1;
             return ThrottleVerdict::Forward;
         }
-        if self.blocking == BlockingMode::Keep {
-            if self.hold.len() < self.hold_limit {
-                self.hold.push_back(request);
-                self.stats.held += 1;
-                return ThrottleVerdict::Hold;
-            }
+        // A coin toss gives no release time to wait for.
+        let can_wait = !matches!(self.mechanism, Mechanism::Percentage(_));
+        let hold_limit = match self.blocking {
+            BlockingMode::Keep => self.hold_limit,
+            BlockingMode::KeepBursts if can_wait && blocked_share < BURST_BLOCKED_SHARE => 1,
+            BlockingMode::Discard | BlockingMode::KeepBursts => 0,
+        };
+        if self.hold.len() < hold_limit {
+            self.hold.push_back(request);
+            self.stats.held += 1;
+            return ThrottleVerdict::Hold;
+        }
+        if hold_limit > 0 {
             self.stats.hold_overflow += 1;
         }
         self.stats.rejected += 1;

@@ -174,6 +174,50 @@ fn window_keep_mode_releases_when_feedback_reopens_the_window() {
 }
 
 #[test]
+fn keep_bursts_holds_one_blocked_session_while_blocking_is_rare_and_discards_under_overload() {
+    let s = ThrottleSpec {
+        initial_window: Some(1),
+        ..spec(ThrottleKind::Window, BlockingMode::KeepBursts)
+    };
+    let mut t = Throttle::new(&s, 1, 0, Time::ZERO).unwrap();
+    let mut sequence = 0;
+    let mut reopen = |t: &mut Throttle, ms: u64| {
+        sequence += 1;
+        t.on_feedback(
+            Time::from_millis(ms),
+            &feedback(sequence, FeedbackValue::Window(1)),
+        );
+    };
+    // Below capacity: 40 sessions that each find the window open, then a burst of three.
+    for id in 0..40 {
+        assert_eq!(
+            t.admit(Time::from_millis(id * 10), RequestId(id), &invite()),
+            F
+        );
+        reopen(&mut t, id * 10 + 5);
+    }
+    assert_eq!(t.admit(Time::from_millis(400), RequestId(40), &invite()), F);
+    let burst: Vec<ThrottleVerdict> = (41..43)
+        .map(|id| t.admit(Time::from_millis(400), RequestId(id), &invite()))
+        .collect();
+    // One waits for the next slot; a second would queue behind it and is rejected.
+    assert_eq!(burst, vec![H, R]);
+    reopen(&mut t, 405);
+    assert_eq!(drain(&mut t), vec![41]);
+    // Overload: five offered for every slot. Once most are blocked nothing is held.
+    let mut verdicts = Vec::new();
+    for id in 100..300u64 {
+        if id % 5 == 0 {
+            reopen(&mut t, id * 10);
+        }
+        verdicts.push(t.admit(Time::from_millis(id * 10 + 1), RequestId(id), &invite()));
+        drain(&mut t);
+    }
+    assert!(verdicts[100..].iter().all(|v| *v != H), "{verdicts:?}");
+    assert!(verdicts[100..].contains(&F));
+}
+
+#[test]
 fn window_probe_restarts_a_silent_exchange_only_after_the_quiet_period() {
     let s = ThrottleSpec {
         initial_window: Some(0),

@@ -388,6 +388,10 @@ fn window_extension_counts_session_starts_only() {
     let t = Time::from_millis(1);
     assert_eq!(c.admit(t, &INVITE), OcVerdict::Forward);
     assert_eq!(c.admit(t, &INVITE), OcVerdict::Forward);
+    // By default a window holds one blocked session of a burst and rejects the next.
+    let OcVerdict::Hold(held) = c.admit(t, &INVITE) else {
+        panic!("held")
+    };
     assert_eq!(c.admit(t, &INVITE), OcVerdict::Reject);
     let options = RequestTraits {
         method: RequestMethod::Other,
@@ -396,14 +400,26 @@ fn window_extension_counts_session_starts_only() {
     assert_eq!(c.admit(t, &options), OcVerdict::Forward);
     assert_eq!(c.admit(t, &PRIORITY_INVITE), OcVerdict::Forward);
     assert_eq!(c.value(), Some(0));
+    // The next slot goes to the held session.
     c.on_response(t, &response(1, "sluicewin", 5_000, "1.1"));
-    assert_eq!(c.admit(t, &INVITE), OcVerdict::Forward);
-    assert_eq!(c.admit(t, &INVITE), OcVerdict::Reject);
+    assert_eq!(c.poll_release(), Some(held));
+    assert!(matches!(c.admit(t, &INVITE), OcVerdict::Hold(_)));
 }
 
 #[test]
 fn a_window_echo_takes_the_sessions_in_flight_off_the_window() {
-    let mut c = client(&[OcAlgorithm::SluiceWindow]).with_session_count_base(1_000);
+    // Rejecting, so that a blocked session takes no slot later.
+    let mut c = OcClient::new(
+        OcClientConfig {
+            algorithms: vec![OcAlgorithm::SluiceWindow],
+            blocking: Some(BlockingMode::Discard),
+            ..OcClientConfig::default()
+        },
+        7,
+        1,
+        Time::ZERO,
+    )
+    .with_session_count_base(1_000);
     for _ in 0..5 {
         assert_eq!(c.admit(Time::ZERO, &INVITE), OcVerdict::Forward);
     }
