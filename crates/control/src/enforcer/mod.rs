@@ -352,10 +352,11 @@ impl FeedbackEnforcer for Throttle {
         self.meter.record(now);
         // Keep mode is FIFO: nothing overtakes a held request.
         let passed = self.hold.is_empty() && self.try_pass(now);
-        let blocked_share = self
-            .blocked_share
-            .update(if passed { 0.0 } else { 1.0 })
-            .unwrap_or(0.0);
+        let blocked_share = if self.blocking == BlockingMode::KeepBursts {
+            self.blocked_share.update(if passed { 0.0 } else { 1.0 })
+        } else {
+            None
+        };
         if passed {
             self.stats.forwarded += 1;
             return ThrottleVerdict::Forward;
@@ -364,7 +365,11 @@ impl FeedbackEnforcer for Throttle {
         let can_wait = !matches!(self.mechanism, Mechanism::Percentage(_));
         let hold_limit = match self.blocking {
             BlockingMode::Keep => self.hold_limit,
-            BlockingMode::KeepBursts if can_wait && blocked_share < BURST_BLOCKED_SHARE => 1,
+            BlockingMode::KeepBursts
+                if can_wait && blocked_share.is_some_and(|b| b < BURST_BLOCKED_SHARE) =>
+            {
+                1
+            }
             BlockingMode::Discard | BlockingMode::KeepBursts => 0,
         };
         if self.hold.len() < hold_limit {

@@ -97,13 +97,15 @@ pub struct OcClientConfig {
     /// discarding carried 0.97–0.98 of what no control carries on three (REs of 100–180
     /// messages/s, 4–9 SEs) and at least 0.98 with keep-bursts on all 78; on the 122
     /// overloaded it held the overload claim on 118 either way (on 200 others, seed 2:
-    /// no-harm 63 → 65 of 67, overload 130 → 128 of 133, ARCHITECTURE gives both windows). `keep` with one session held
-    /// did as well below capacity but cost up to 0.07 of capacity under overload on REs
-    /// under 250 messages/s (118 → 115): the held sessions, released with the feedback that
-    /// opens the window, reach the RE bunched and its backstop rejects them.
+    /// no-harm 63 → 65 of 67, overload 130 → 128 of 133, ARCHITECTURE gives both windows).
+    /// `keep` with one session held did as well below capacity but cost up to 0.07 of
+    /// capacity under overload on REs under 250 messages/s (118 → 115): the held sessions,
+    /// released with the feedback that opens the window, reach the RE bunched and its
+    /// backstop rejects them.
     pub blocking: Option<BlockingMode>,
     /// Sessions held at most in keep mode (the leaky bucket's depth; keep-bursts holds
-    /// one); more are rejected and counted. Ours: 50, a couple of seconds of a per-client share of the paper's load.
+    /// one); more are rejected and counted. Ours: 50, a couple of seconds of a per-client
+    /// share of the paper's load.
     pub hold_limit: usize,
     /// The token bucket's depth in sessions. Ours: 5, about one `D_B` (200 ms) of a
     /// per-client share of the paper's 72 sessions/s.
